@@ -1,0 +1,143 @@
+"""Error codes and the error tree of the engine.
+
+Every error carries one code from :class:`ErrorCode`, a stable enum that is part of the public
+contract (envelopes, the API, the CLI, the docs). The tree, by audience::
+
+    StudioError                      base: code, message, details, retryable
+    ├── ToolFailure                  shown to the model as a tool result; never fails a run
+    │   └── ConfinementViolation     a path or argument that would leave the workspace
+    └── ExecutionError               fails (or retries) an execution
+        ├── ConfigError              a developer or operator mistake
+        ├── ProviderError            the model provider misbehaved
+        │   ├── ProviderUnavailable  retryable (429, 5xx, 424, connection errors)
+        │   └── ProviderRejected     not retryable (400, 401, ...)
+        └── SubstrateError           the executor substrate failed
+
+Budget exhaustion, loop detection, the kill switch and cancellation are *outcomes* of the loop,
+not exceptions.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+
+class ErrorCode(StrEnum):
+    """The stable error codes (documented in docs/sphinx/tool_domains.rst)."""
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    UNKNOWN_TOOL = "unknown_tool"
+    UNSUPPORTED_OPERATION = "unsupported_operation"
+    UNSUPPORTED_CAPABILITY = "unsupported_capability"
+    PATH_OUTSIDE_WORKSPACE = "path_outside_workspace"
+    PATH_NOT_FOUND = "path_not_found"
+    PATH_EXISTS = "path_exists"
+    NOT_A_FILE = "not_a_file"
+    NOT_A_DIRECTORY = "not_a_directory"
+    UNSUPPORTED_FILE_TYPE = "unsupported_file_type"
+    FILE_TOO_LARGE = "file_too_large"
+    EDIT_NO_MATCH = "edit_no_match"
+    EDIT_AMBIGUOUS = "edit_ambiguous"
+    PATCH_FAILED = "patch_failed"
+    PROTECTED_PATH = "protected_path"
+    COMMAND_DENIED = "command_denied"
+    COMMAND_TIMEOUT = "command_timeout"
+    SANDBOX_UNAVAILABLE = "sandbox_unavailable"
+    GIT_ERROR = "git_error"
+    NOTHING_TO_COMMIT = "nothing_to_commit"
+    PROTECTED_BRANCH = "protected_branch"
+    PUSH_REJECTED = "push_rejected"
+    AUTH_FAILED = "auth_failed"
+    INTEGRATION_UNAVAILABLE = "integration_unavailable"
+    PROVIDER_UNAVAILABLE = "provider_unavailable"
+    PROVIDER_REJECTED = "provider_rejected"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    MAX_ITERATIONS_EXCEEDED = "max_iterations_exceeded"
+    LOOP_DETECTED = "loop_detected"
+    KILLSWITCH_ENGAGED = "killswitch_engaged"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+    INTERRUPTED = "interrupted"
+    CONFIG_ERROR = "config_error"
+    SUBSTRATE_ERROR = "substrate_error"
+    INTERNAL_ERROR = "internal_error"
+
+
+class StudioError(Exception):
+    """Base of every error the project raises on purpose."""
+
+    default_code: ErrorCode = ErrorCode.INTERNAL_ERROR
+    default_retryable: bool = False
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode | None = None,
+        details: dict[str, Any] | None = None,
+        retryable: bool | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code if code is not None else self.default_code
+        self.details: dict[str, Any] = dict(details or {})
+        self.retryable = self.default_retryable if retryable is None else retryable
+
+    def __str__(self) -> str:
+        return f"{self.code.value}: {self.message}"
+
+
+class ToolFailure(StudioError):
+    """A tool call that could not be carried out; the model sees it as the call's result."""
+
+    def __init__(
+        self,
+        code: ErrorCode,
+        message: str,
+        *,
+        details: dict[str, Any] | None = None,
+        retryable: bool = False,
+    ) -> None:
+        super().__init__(message, code=code, details=details, retryable=retryable)
+
+
+class ConfinementViolation(ToolFailure):
+    """A path or argument that would reach outside the workspace or into a protected place."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        code: ErrorCode = ErrorCode.PATH_OUTSIDE_WORKSPACE,
+        details: dict[str, Any] | None = None,
+    ) -> None:
+        super().__init__(code, message, details=details)
+
+
+class ExecutionError(StudioError):
+    """Fails (or retries) an execution."""
+
+    default_code = ErrorCode.INTERNAL_ERROR
+
+
+class ConfigError(ExecutionError):
+    default_code = ErrorCode.CONFIG_ERROR
+
+
+class ProviderError(ExecutionError):
+    default_code = ErrorCode.PROVIDER_UNAVAILABLE
+
+
+class ProviderUnavailable(ProviderError):
+    default_code = ErrorCode.PROVIDER_UNAVAILABLE
+    default_retryable = True
+
+
+class ProviderRejected(ProviderError):
+    default_code = ErrorCode.PROVIDER_REJECTED
+    default_retryable = False
+
+
+class SubstrateError(ExecutionError):
+    default_code = ErrorCode.SUBSTRATE_ERROR

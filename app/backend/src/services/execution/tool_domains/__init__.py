@@ -1,0 +1,1 @@
+"""The deterministic tool domains (workspace, git, command) and the one dispatcher they share."""

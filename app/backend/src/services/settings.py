@@ -1,0 +1,47 @@
+"""Deployment configuration: the only module that reads environment variables.
+
+Values here are fixed for the life of a process (the sandbox mode above all). Runtime settings
+that operators change while the system runs (kill switch, cutover, limits) live in the database.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from functools import lru_cache
+from pathlib import Path
+
+from platformdirs import user_data_dir
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class SandboxMode(StrEnum):
+    AUTO = "auto"
+    REQUIRED = "required"
+    BWRAP = "bwrap"
+    LANDLOCK = "landlock"
+    NONE = "none"
+
+
+class StudioSettings(BaseSettings):
+    """``STUDIO_*`` environment variables."""
+
+    model_config = SettingsConfigDict(env_prefix="STUDIO_", extra="ignore")
+
+    sandbox: SandboxMode = SandboxMode.AUTO
+    data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("studio", appauthor=False)))
+    database_url: SecretStr | None = None
+    broker_url: SecretStr | None = None
+    secret_key: SecretStr | None = None
+    github_token: SecretStr | None = None
+    github_api_url: str = "https://api.github.com"
+    mcp_config: Path | None = None
+    workspace_dir: Path | None = None
+    git_author_name: str = "Studio Agent"
+    git_author_email: str = "studio-agent@localhost"
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> StudioSettings:
+    """The process-wide settings, read once."""
+    return StudioSettings()

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Set up a development environment from scratch: .venv/ with studio installed (dev extra included),
+# and bubblewrap for the command sandbox where the system package manager allows it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if ! command -v bwrap >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "setup: installing bubblewrap" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap git) >&2 \
+      || echo "setup: could not install bubblewrap; commands fall back to Landlock or no sandbox" >&2
+  else
+    echo "setup: bubblewrap not found and not installable here; see docs (sandbox modes)" >&2
+  fi
+fi
+
+PY="${PYTHON:-python3}"
+if [ ! -x .venv/bin/python ]; then
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.studio-installed
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip >&2
+  .venv/bin/python -m pip install -q -e ".[dev]" >&2
+  touch "$stamp"
+fi
