@@ -102,7 +102,9 @@ def _strip_root_prefix(raw: str, roots: tuple[str, ...]) -> str:
 
 
 def _outside(raw: str, reason: str) -> ConfinementViolation:
-    return ConfinementViolation(f"path leads outside the workspace ({reason})", details={"path": raw})
+    return ConfinementViolation(
+        f"path leads outside the workspace ({reason})", details={"path": raw}
+    )
 
 
 def _walk_components(root: Path, raw: str, relative: str, follow_final: bool) -> Path:

@@ -2,7 +2,8 @@
 
 Success::
 
-    {ok: true, call_id, tool_name, domain, operation, result, duration_ms, request_id, correlation_id}
+    {ok: true, call_id, tool_name, domain, operation, result, duration_ms,
+     request_id, correlation_id}
 
 Error::
 

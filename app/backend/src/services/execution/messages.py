@@ -6,7 +6,8 @@ Everything here round-trips through JSON (``model_dump(mode="json")`` / ``model_
 from __future__ import annotations
 
 import re
-from typing import Any
+from enum import StrEnum
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,3 +29,109 @@ class ToolCall(BaseModel):
     def dotted_name(self) -> str:
         """The name as the CLI and the docs spell it: ``<domain>.<operation>``."""
         return f"{self.domain}.{self.operation}"
+
+
+class TextPart(BaseModel):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ToolCallPart(BaseModel):
+    """A tool call as the model made it; ``provider_meta`` keeps what the vendor needs echoed back
+    (Gemini's ``thought_signature``, an OpenAI item id, ...)."""
+
+    type: Literal["tool_call"] = "tool_call"
+    call: ToolCall
+    provider_meta: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultPart(BaseModel):
+    """The answer to one tool call: the envelope as JSON data."""
+
+    type: Literal["tool_result"] = "tool_result"
+    call_id: str
+    tool_name: str
+    envelope: dict[str, Any]
+    is_error: bool = False
+    elided: bool = False
+
+
+Part = Annotated[TextPart | ToolCallPart | ToolResultPart, Field(discriminator="type")]
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+
+
+class Message(BaseModel):
+    """One conversation turn in the neutral form every adapter translates to and from."""
+
+    role: Role
+    parts: list[Part] = Field(default_factory=list)
+    provider_meta: dict[str, Any] = Field(default_factory=dict)
+
+    @property
+    def text(self) -> str:
+        return "".join(p.text for p in self.parts if isinstance(p, TextPart))
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        return [p.call for p in self.parts if isinstance(p, ToolCallPart)]
+
+
+class UsageSemantic(StrEnum):
+    DELTA = "delta"  # the numbers cover this call only
+    CUMULATIVE = "cumulative"  # the numbers cover the session so far (Claude Agent SDK)
+
+
+class Usage(BaseModel):
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cached_input_tokens: int = 0
+    cost_usd: float | None = None  # set when the provider reports a cost itself
+    semantic: UsageSemantic = UsageSemantic.DELTA
+
+
+class ToolSchema(BaseModel):
+    """A tool as declared to providers, with its neutral JSON Schema."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+
+
+class ModelRequest(BaseModel):
+    system: str
+    messages: list[Message]
+    tools: list[ToolSchema]
+    cycle: int = 0
+
+
+class ModelResponse(BaseModel):
+    """What a turn-based provider answered, already in neutral form."""
+
+    message: Message
+    usage: Usage = Field(default_factory=Usage)
+    model: str = ""
+    stop_reason: str = ""
+    response_id: str | None = None
+
+
+class AgentStatus(StrEnum):
+    SUCCESS = "success"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    BLOCKED = "blocked"
+
+
+class AgentResult(BaseModel):
+    """The final answer the model is asked for (parsed, with a plain-text fallback)."""
+
+    status: AgentStatus = AgentStatus.SUCCESS
+    summary: str = ""
+    changes: list[str] = Field(default_factory=list)
+    issues: list[str] = Field(default_factory=list)
+    questions: list[str] = Field(default_factory=list)
+    pr_url: str | None = None

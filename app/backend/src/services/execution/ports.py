@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
+
+from services.execution.messages import ModelRequest, ModelResponse, ToolSchema, Usage
 
 
 @dataclass(frozen=True)
@@ -76,3 +79,81 @@ class IdempotencyStore(Protocol):
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None: ...
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None: ...
+
+
+class AgentEventKind(StrEnum):
+    STARTED = "started"
+    MODEL_REQUEST = "model_request"
+    MODEL_RESPONSE = "model_response"
+    TOOL_CALL = "tool_call"
+    TOOL_RESULT = "tool_result"
+    USAGE = "usage"
+    WARNING = "warning"
+    FINISHED = "finished"
+
+
+@dataclass(frozen=True)
+class AgentEvent:
+    """One step of an execution, as the event sink (journal, live output) receives it."""
+
+    kind: AgentEventKind
+    execution_id: str
+    cycle: int
+    data: dict[str, Any]
+
+
+class EventSink(Protocol):
+    def emit(self, event: AgentEvent) -> None: ...
+
+
+class ModelClient(Protocol):
+    """A turn-based provider adapter (codex, gemini, replay): one request in, one response out.
+
+    Implementations turn SDK errors into ``ProviderUnavailable`` (retryable: 429, 5xx, 424,
+    connection errors; ``details["retry_after"]`` in seconds when the server said so) or
+    ``ProviderRejected``; the SDK's own retries are off, the loop retries.
+    """
+
+    provider: str
+    model: str
+
+    async def complete(self, request: ModelRequest) -> ModelResponse: ...
+
+    async def aclose(self) -> None: ...
+
+
+class ToolGateway(Protocol):
+    """What a self-driving engine (claude) calls for each tool call its own loop makes.
+
+    The gateway applies the guards, emits the events and dispatches; it answers with the envelope
+    JSON, or raises ``GuardStop`` when the run must stop.
+    """
+
+    async def call_tool(
+        self, call_id: str | None, name: str, args: dict[str, Any]
+    ) -> dict[str, Any]: ...
+
+
+@dataclass
+class SessionOutcome:
+    """What a self-driving engine reports when its session ends."""
+
+    final_text: str
+    usage: Usage
+    turns: int
+    stop_reason: str  # "end_turn", "error_max_turns", "error_max_budget_usd", "interrupted", ...
+    transcript_path: str | None = None
+
+
+class SelfDrivingEngine(Protocol):
+    """A provider whose SDK runs the tool loop itself (the Claude Agent SDK)."""
+
+    provider: str
+    model: str
+
+    async def run_session(
+        self, *, system: str, prompt: str, tools: list[ToolSchema], gateway: ToolGateway,
+        max_turns: int, max_budget_usd: float,
+    ) -> SessionOutcome: ...
+
+    async def interrupt(self) -> None: ...

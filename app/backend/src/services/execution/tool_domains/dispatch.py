@@ -1,4 +1,4 @@
-"""The one dispatcher: normalize a call, validate its arguments, run the handler, answer with an envelope.
+"""The one dispatcher: normalize a call, validate its arguments, run the handler, answer.
 
 Every outcome is an envelope; nothing a model sends can make :meth:`Dispatcher.dispatch` raise.
 A call keyed ``(execution_id, call_id)`` that was dispatched before answers with the recorded
@@ -117,8 +117,9 @@ class Dispatcher:
             return error_envelope(call, ctx, failure, started)
         except Exception as exc:  # a handler bug must not end the run; it is reported, not hidden
             log.exception("tool handler %s failed", call.tool_name)
-            failure = ToolFailure(ErrorCode.INTERNAL_ERROR, f"internal error: {type(exc).__name__}")
-            return error_envelope(call, ctx, failure, started)
+            internal = ToolFailure(ErrorCode.INTERNAL_ERROR,
+                                   f"internal error: {type(exc).__name__}")
+            return error_envelope(call, ctx, internal, started)
         return SuccessEnvelope(
             call_id=call.call_id, tool_name=call.tool_name, domain=call.domain,
             operation=call.operation, result=result, duration_ms=_elapsed_ms(started),
