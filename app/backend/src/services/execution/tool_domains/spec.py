@@ -32,6 +32,7 @@ class ToolSpec:
     args_model: type[ToolArgs]
     handler: Handler
     mutates: bool = False
+    parameters: dict[str, Any] | None = None  # a foreign schema (MCP tools) instead of the model's
 
     @property
     def name(self) -> str:
@@ -44,6 +45,8 @@ class ToolSpec:
 
     def neutral_schema(self) -> dict[str, Any]:
         """The provider-neutral JSON Schema (2020-12) of the arguments."""
+        if self.parameters is not None:
+            return dict(self.parameters)
         schema = self.args_model.model_json_schema()
         schema.pop("title", None)
         schema["additionalProperties"] = False

@@ -1,0 +1,1 @@
+"""Provider adapters, one module per wire format: codex, gemini, claude, replay."""
