@@ -12,6 +12,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, Protocol
 
+from services.execution.errors import ErrorCode
 from services.execution.messages import ModelRequest, ModelResponse, ToolSchema, Usage
 
 
@@ -157,3 +158,24 @@ class SelfDrivingEngine(Protocol):
     ) -> SessionOutcome: ...
 
     async def interrupt(self) -> None: ...
+
+
+class RunControl(Protocol):
+    """Checked before every model call and every tool call (kill switch, cancellation).
+
+    Answers ``None`` to go on, or the code of the stop: ``killswitch_engaged`` or ``cancelled``.
+    """
+
+    def check(self) -> ErrorCode | None: ...
+
+
+class BudgetPort(Protocol):
+    """Spending caps beyond the execution's own (a repository's daily budget, a fleet cap).
+
+    ``check`` runs before every model call; ``charge`` records what a call cost. Implementations
+    must be atomic across processes (the database backs them).
+    """
+
+    def check(self) -> ErrorCode | None: ...
+
+    def charge(self, usd: float) -> None: ...

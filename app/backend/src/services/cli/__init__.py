@@ -1,0 +1,1 @@
+"""The ``studio`` command line: the composition root for local use."""

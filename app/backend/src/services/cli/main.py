@@ -1,0 +1,43 @@
+"""Entry point of the ``studio`` console script.
+
+Sub-commands live in one module each and register themselves on :data:`app` here. Machine output
+goes to stdout, progress and diagnostics to stderr.
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+import typer
+
+from services.cli import tools
+
+app = typer.Typer(
+    name="studio",
+    help="Studio backend: run coding agents on repositories, confined and recorded.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(tools.app, name="tools")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        app(args=args, prog_name="studio", standalone_mode=False)
+    except click.exceptions.Exit as exc:
+        sys.exit(exc.exit_code)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.UsageError as exc:
+        if args[:2] == ["tools", "call"]:
+            tools.print_usage_error(args[2:], exc.format_message())
+            sys.exit(2)
+        exc.show()
+        sys.exit(2)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
