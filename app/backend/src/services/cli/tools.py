@@ -23,7 +23,7 @@ app = typer.Typer(help="List and call the tool domains directly.", no_args_is_he
 
 @app.command("list")
 def list_tools() -> None:
-    """Print every operation as a JSON array of {name, domain, operation, description, parameters}."""
+    """Print every operation as a JSON array (name, domain, operation, description, parameters)."""
     typer.echo(json.dumps([spec.describe() for spec in default_registry().specs()]))
 
 
