@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     CONFIG_ERROR = "config_error"
     SUBSTRATE_ERROR = "substrate_error"
     INTERNAL_ERROR = "internal_error"
+    MCP_TOOL_ERROR = "mcp_tool_error"
 
 
 class StudioError(Exception):
