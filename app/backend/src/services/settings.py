@@ -6,6 +6,7 @@ that operators change while the system runs (kill switch, cutover, limits) live 
 
 from __future__ import annotations
 
+import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
@@ -39,9 +40,29 @@ class StudioSettings(BaseSettings):
     workspace_dir: Path | None = None
     git_author_name: str = "Studio Agent"
     git_author_email: str = "studio-agent@localhost"
+    # Alembic scripts; by default the top-level ``migrations/`` of the source checkout.
+    migrations_dir: Path | None = None
 
 
 @lru_cache(maxsize=1)
 def get_settings() -> StudioSettings:
     """The process-wide settings, read once."""
     return StudioSettings()
+
+
+# Provider credentials read by the SDKs themselves; listed so that they can be redacted everywhere.
+PROVIDER_SECRET_VARIABLES: tuple[str, ...] = (
+    "OPENAI_API_KEY",
+    "GEMINI_API_KEY",
+    "GOOGLE_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+    "AWS_SECRET_ACCESS_KEY",
+    "AWS_SESSION_TOKEN",
+    "AWS_BEARER_TOKEN_BEDROCK",
+)
+
+
+def provider_secret_values() -> list[str]:
+    """The values of the provider credentials present in the environment (for redaction)."""
+    return [value for name in PROVIDER_SECRET_VARIABLES if (value := os.environ.get(name))]
