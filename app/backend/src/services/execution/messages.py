@@ -135,3 +135,24 @@ class AgentResult(BaseModel):
     issues: list[str] = Field(default_factory=list)
     questions: list[str] = Field(default_factory=list)
     pr_url: str | None = None
+
+
+def split_tool_name(name: str) -> tuple[str, str]:
+    """``(domain, operation)`` of a provider-facing or dotted tool name.
+
+    ``workspace_read_file`` and ``workspace.read_file`` give ``("workspace", "read_file")``;
+    ``mcp__server__tool`` gives ``("mcp", "server__tool")``.
+    """
+    if name.startswith("mcp__"):
+        return "mcp", name[len("mcp__") :]
+    if "." in name:
+        domain, _, operation = name.partition(".")
+    else:
+        domain, _, operation = name.partition("_")
+    return domain, operation
+
+
+def provider_tool_name(name: str) -> str:
+    """The provider-facing spelling of a (possibly dotted) tool name."""
+    domain, operation = split_tool_name(name)
+    return f"mcp__{operation}" if domain == "mcp" else f"{domain}_{operation}"

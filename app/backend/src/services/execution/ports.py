@@ -10,7 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 from services.execution.errors import ErrorCode
 from services.execution.messages import ModelRequest, ModelResponse, ToolSchema, Usage
@@ -146,6 +146,7 @@ class SessionOutcome:
     transcript_path: str | None = None
 
 
+@runtime_checkable
 class SelfDrivingEngine(Protocol):
     """A provider whose SDK runs the tool loop itself (the Claude Agent SDK)."""
 

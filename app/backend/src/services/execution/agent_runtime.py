@@ -1,0 +1,308 @@
+"""FrontierAgent: one tool loop for every provider.
+
+Turn-based providers (codex, gemini, replay)::
+
+    repair the history -> loop:
+        guards (kill switch, iterations, budget, wall clock) -> model call (retried, stall-timed)
+        -> no tool call: parse the final answer, finished
+        -> each tool call: kill switch -> dispatch -> loop detection -> native tool results
+
+Self-driving providers (claude) run their own loop; FrontierAgent hands them a tool gateway that
+applies the same guards at every tool call and stops the session through ``interrupt()``.
+Every step goes to the event sink; the outcome is a value (:class:`RunResult`).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from services.execution.conversation import elide_old_outputs, repair_interrupted
+from services.execution.envelope import envelope_to_json
+from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable
+from services.execution.guards import AgentLimits, LoopDetector, LoopVerdict, RetryPolicy
+from services.execution.messages import (
+    Message,
+    ModelRequest,
+    ModelResponse,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResultPart,
+    ToolSchema,
+    Usage,
+)
+from services.execution.outcomes import Outcome, RunResult, StopRun, UsageTotals
+from services.execution.ports import (
+    AgentEvent,
+    AgentEventKind,
+    BudgetPort,
+    EventSink,
+    ModelClient,
+    RunControl,
+    SelfDrivingEngine,
+)
+from services.execution.pricing import PriceTable, UsageAccumulator
+from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher
+
+Sleep = Callable[[float], Awaitable[None]]
+
+
+@dataclass
+class AgentDeps:
+    """Everything the loop needs, injected by the composition root."""
+
+    dispatcher: Dispatcher
+    ctx: ToolDomainContext
+    sink: EventSink
+    prices: PriceTable = field(default_factory=PriceTable)
+    limits: AgentLimits = field(default_factory=AgentLimits)
+    control: RunControl | None = None
+    budget: BudgetPort | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    sleep: Sleep = anyio.sleep
+    clock: Callable[[], float] = time.monotonic
+    rng: random.Random = field(default_factory=random.Random)
+    task_kind: str = "repository work"
+
+
+class FrontierAgent:
+    """Runs one execution's conversation to an outcome."""
+
+    def __init__(self, engine: ModelClient | SelfDrivingEngine, deps: AgentDeps) -> None:
+        self.engine = engine
+        self.deps = deps
+        self.tools = [ToolSchema(name=s.name, description=s.description,
+                                 parameters=s.neutral_schema())
+                      for s in deps.dispatcher.registry.specs()]
+        instructions = repository_instructions(deps.ctx.resolved_workspace_root())
+        self.system = system_prompt(deps.task_kind, self.tools, instructions)
+        self.usage = UsageAccumulator(deps.prices)
+        self.loops = LoopDetector(deps.limits.loop_window, deps.limits.loop_warn_at,
+                                  deps.limits.loop_stop_at)
+        self.iterations = 0
+        self._started = deps.clock()
+
+    # -- events -------------------------------------------------------------------------------
+    def _emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
+        self.deps.sink.emit(AgentEvent(kind=kind, execution_id=self.deps.ctx.execution_id,
+                                       cycle=cycle, data=data))
+
+    def _warn(self, code: str, message: str, cycle: int = 0) -> None:
+        self._emit(AgentEventKind.WARNING, cycle, {"code": code, "message": message})
+
+    # -- entry --------------------------------------------------------------------------------
+    async def run(self, task: str, history: list[Message] | None = None) -> RunResult:
+        """Run to an outcome; ``history`` resumes a recorded conversation."""
+        messages = repair_interrupted(history or [])
+        if not messages:
+            messages.append(Message(role=Role.USER, parts=[TextPart(text=task)]))
+        cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        self.iterations = cycle
+        self._emit(AgentEventKind.STARTED, cycle, {
+            "provider": self.engine.provider, "model": self.engine.model, "task": task,
+            "resumed": history is not None and len(history) > 0,
+            "limits": self.deps.limits.__dict__,
+        })
+        try:
+            engine = self.engine
+            if isinstance(engine, SelfDrivingEngine):
+                return await self._run_session(engine, task, messages)
+            return await self._run_turns(engine, messages, cycle)
+        except StopRun as stop:
+            return self.finish(stop.outcome, messages, cycle, code=stop.code,
+                                message=stop.message)
+        except ProviderError as exc:
+            return self.finish(Outcome.ERROR, messages, cycle, code=exc.code,
+                                message=exc.message)
+
+    # -- turn-based loop ----------------------------------------------------------------------
+    async def _run_turns(self, client: ModelClient, messages: list[Message],
+                         cycle: int) -> RunResult:
+        while True:
+            self._check_before_model_call()
+            elide_old_outputs(messages, self.deps.limits.context_token_budget)
+            request = ModelRequest(system=self.system, messages=messages, tools=self.tools,
+                                   cycle=cycle)
+            self._emit(AgentEventKind.MODEL_REQUEST, cycle,
+                       {"messages": len(messages), "tools": len(self.tools)})
+            response = await self._complete(client, request, cycle)
+            self.iterations += 1
+            messages.append(response.message)
+            calls = response.message.tool_calls
+            if not calls:
+                return self.finish(Outcome.FINISHED, messages, cycle,
+                                    final_text=response.message.text)
+            warning = await self._run_tools(calls, cycle, messages)
+            if warning:
+                messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
+            cycle += 1
+
+    def _check_before_model_call(self) -> None:
+        self.check_control()
+        limits = self.deps.limits
+        if self.iterations >= limits.max_iterations:
+            raise StopRun(ErrorCode.MAX_ITERATIONS_EXCEEDED,
+                          f"max_iterations ({limits.max_iterations}) reached")
+        if self.usage.cost_usd >= limits.max_budget_usd:
+            raise StopRun(ErrorCode.BUDGET_EXCEEDED,
+                          f"execution budget ${limits.max_budget_usd:.2f} spent")
+        code = self.deps.budget.check() if self.deps.budget is not None else None
+        if code is not None:
+            raise StopRun(code, "the repository's daily budget is spent")
+        if self._remaining_wall_clock() <= 0:
+            raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
+
+    def check_control(self) -> None:
+        code = self.deps.control.check() if self.deps.control is not None else None
+        if code is not None:
+            raise StopRun(code, f"stopped: {code.value}")
+
+    def _remaining_wall_clock(self) -> float:
+        return self.deps.limits.wall_clock_s - (self.deps.clock() - self._started)
+
+    async def _complete(self, client: ModelClient, request: ModelRequest,
+                        cycle: int) -> ModelResponse:
+        policy = self.deps.retry
+        for attempt in range(1, policy.max_attempts + 1):
+            timeout = min(self.deps.limits.stall_s, max(self._remaining_wall_clock(), 0.001))
+            try:
+                with anyio.fail_after(timeout):
+                    response = await client.complete(request)
+            except TimeoutError:
+                raise StopRun(ErrorCode.STALLED,
+                              f"no answer from the provider within {timeout:.0f}s") from None
+            except ProviderUnavailable as exc:
+                if attempt >= policy.max_attempts:
+                    raise
+                raw = exc.details.get("retry_after")
+                retry_after = float(raw) if isinstance(raw, int | float) else None
+                delay = policy.delay(attempt, retry_after, self.deps.rng)
+                self._warn("provider_retry", f"attempt {attempt} failed ({exc.message}); "
+                           f"retrying in {delay:.2f}s", cycle)
+                await self.deps.sleep(delay)
+                continue
+            self._record_response(response, cycle)
+            return response
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _record_response(self, response: ModelResponse, cycle: int) -> None:
+        self._emit(AgentEventKind.MODEL_RESPONSE, cycle, {
+            "text": response.message.text,
+            "tool_calls": [c.model_dump(mode="json") for c in response.message.tool_calls],
+            "stop_reason": response.stop_reason, "response_id": response.response_id,
+        })
+        self.account(response.usage, response.model or self.engine.model, cycle)
+
+    def account(self, usage: Usage, model: str, cycle: int) -> float:
+        """Add one usage report to the totals, charge the budget, emit a usage snapshot."""
+        known_before = model in self.usage.unknown_models
+        step = self.usage.add(model, usage)
+        if not step.known_price and not known_before:
+            self._warn("unknown_model_price", f"no price for model {model!r}; counted as $0",
+                       cycle)
+        if self.deps.budget is not None and step.cost_usd > 0:
+            self.deps.budget.charge(step.cost_usd)
+        self._emit(AgentEventKind.USAGE, cycle, {
+            "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
+                      "cost_usd": step.cost_usd},
+            "total": self.totals().model_dump(mode="json"), "semantic": usage.semantic.value,
+        })
+        return step.cost_usd
+
+    def totals(self) -> UsageTotals:
+        return UsageTotals(input_tokens=self.usage.input_tokens,
+                           output_tokens=self.usage.output_tokens,
+                           cost_usd=round(self.usage.cost_usd, 6))
+
+    async def _run_tools(self, calls: list[ToolCall], cycle: int,
+                         messages: list[Message]) -> str | None:
+        """Dispatch a batch; the results (so far, when a guard stops it) join the history."""
+        results: list[ToolResultPart] = []
+        warning: str | None = None
+        try:
+            for call in calls:
+                self.check_control()
+                envelope, text, stop = await self.dispatch(call, cycle)
+                results.append(_result_part(call, envelope))
+                warning = text or warning
+                if stop is not None:
+                    raise stop
+        finally:
+            if results:
+                messages.append(Message(role=Role.TOOL, parts=results))
+        return warning
+
+    async def dispatch(self, call: ToolCall,
+                       cycle: int) -> tuple[dict[str, Any], str | None, StopRun | None]:
+        """Dispatch one call with events and loop detection (shared with the tool gateway).
+
+        Answers the envelope, a warning for the model (or ``None``) and the stop a repeated
+        outcome calls for (or ``None``).
+        """
+        self._emit(AgentEventKind.TOOL_CALL, cycle, {"call": call.model_dump(mode="json")})
+        outcome = await anyio.to_thread.run_sync(self.deps.dispatcher.dispatch, call,
+                                                 self.deps.ctx)
+        envelope = envelope_to_json(outcome)
+        self._emit(AgentEventKind.TOOL_RESULT, cycle, {
+            "call": call.model_dump(mode="json"), "envelope": envelope,
+            "provider": self.engine.provider,
+        })
+        verdict, count = self.loops.observe(call, envelope)
+        if verdict is LoopVerdict.STOP:
+            return envelope, None, StopRun(
+                ErrorCode.LOOP_DETECTED,
+                f"{call.tool_name} repeated {count} times with the same outcome")
+        if verdict is LoopVerdict.WARN:
+            text = (f"Warning: you called {call.tool_name} with the same arguments {count} times "
+                    "and got the same outcome each time. Change your approach; at "
+                    f"{self.loops.stop_at} repetitions the run stops.")
+            self._warn("loop_warning", text, cycle)
+            return envelope, text, None
+        return envelope, None, None
+
+    # -- self-driving engines (claude) --------------------------------------------------------
+    async def _run_session(self, engine: SelfDrivingEngine, task: str,
+                           messages: list[Message]) -> RunResult:
+        from services.execution.tool_gateway import LoopToolGateway
+
+        gateway = LoopToolGateway(self, engine)
+        self._check_before_model_call()
+        with anyio.move_on_after(max(self._remaining_wall_clock(), 0.001)) as scope:
+            session = await engine.run_session(
+                system=self.system, prompt=task, tools=self.tools, gateway=gateway,
+                max_turns=self.deps.limits.max_iterations,
+                max_budget_usd=self.deps.limits.max_budget_usd,
+            )
+        if scope.cancelled_caught:
+            raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
+        return gateway.conclude(session, messages)
+
+    # -- the end ------------------------------------------------------------------------------
+    def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,
+                final_text: str = "", code: ErrorCode | None = None,
+                message: str = "") -> RunResult:
+        result, parsed = parse_agent_result(final_text)
+        error = {"code": code.value, "message": message} if code is not None else None
+        run = RunResult(
+            execution_id=self.deps.ctx.execution_id, provider=self.engine.provider,
+            model=self.engine.model, outcome=outcome, result=result,
+            usage=self.totals(), iterations=self.iterations, parsed_result=parsed,
+            error=error, messages=messages,
+        )
+        data = run.summary()
+        data["parsed_result"] = parsed
+        self._emit(AgentEventKind.FINISHED, cycle, data)
+        return run
+
+
+def _result_part(call: ToolCall, envelope: dict[str, Any]) -> ToolResultPart:
+    return ToolResultPart(call_id=call.call_id, tool_name=call.tool_name, envelope=envelope,
+                          is_error=not envelope.get("ok", False))

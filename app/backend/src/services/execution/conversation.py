@@ -1,0 +1,94 @@
+"""Conversation upkeep: repairing interrupted tool calls and eliding old tool outputs."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from services.execution.errors import ErrorCode
+from services.execution.messages import Message, Role, TextPart, ToolCall, ToolResultPart
+
+KEEP_RECENT_TOOL_MESSAGES = 2
+
+
+def synthetic_result(call: ToolCall, code: ErrorCode, message: str) -> ToolResultPart:
+    """A result for a call that never ran (interrupted by a crash, a cancel or a stop)."""
+    envelope: dict[str, Any] = {
+        "ok": False, "call_id": call.call_id, "tool_name": call.tool_name,
+        "domain": call.domain, "operation": call.operation, "duration_ms": 0.0,
+        "error": {"code": code.value, "message": message, "details": {}, "retryable": True,
+                  "request_id": "", "correlation_id": ""},
+    }
+    return ToolResultPart(call_id=call.call_id, tool_name=call.tool_name, envelope=envelope,
+                          is_error=True)
+
+
+def repair_interrupted(messages: list[Message]) -> list[Message]:
+    """Every tool call gets a result: missing ones get a synthetic ``interrupted`` result."""
+    messages = list(messages)
+    repaired: list[Message] = []
+    for index, message in enumerate(messages):
+        repaired.append(message)
+        calls = message.tool_calls if message.role is Role.ASSISTANT else []
+        if not calls:
+            continue
+        following = messages[index + 1] if index + 1 < len(messages) else None
+        answered = set()
+        if following is not None and following.role is Role.TOOL:
+            answered = {p.call_id for p in following.parts if isinstance(p, ToolResultPart)}
+        missing = [
+            synthetic_result(c, ErrorCode.INTERRUPTED, "the call was interrupted before it ran")
+            for c in calls if c.call_id not in answered
+        ]
+        if not missing:
+            continue
+        if following is not None and following.role is Role.TOOL:
+            messages[index + 1] = following.model_copy(update={"parts": [*following.parts,
+                                                                          *missing]})
+        else:
+            repaired.append(Message(role=Role.TOOL, parts=list(missing)))
+    return repaired
+
+
+def estimate_tokens(message: Message) -> int:
+    """A cheap size estimate (about four characters a token)."""
+    size = 0
+    for part in message.parts:
+        if isinstance(part, TextPart):
+            size += len(part.text)
+        elif isinstance(part, ToolResultPart):
+            size += len(json.dumps(part.envelope, default=str))
+        else:
+            size += len(json.dumps(part.call.args, default=str)) + 32
+    return size // 4 + 4
+
+
+def _elided(part: ToolResultPart) -> ToolResultPart:
+    envelope = part.envelope
+    stub: dict[str, Any] = {
+        "ok": envelope.get("ok"), "call_id": part.call_id, "tool_name": part.tool_name,
+        "elided": "older tool output removed to fit the context budget",
+    }
+    if not envelope.get("ok"):
+        stub["error"] = {"code": (envelope.get("error") or {}).get("code")}
+    return part.model_copy(update={"envelope": stub, "elided": True})
+
+
+def elide_old_outputs(messages: list[Message], token_budget: int) -> int:
+    """Replace the oldest tool outputs in place until the conversation fits; returns how many."""
+    total = sum(estimate_tokens(m) for m in messages)
+    tool_indexes = [i for i, m in enumerate(messages) if m.role is Role.TOOL]
+    elided = 0
+    for index in tool_indexes[:-KEEP_RECENT_TOOL_MESSAGES]:
+        if total <= token_budget:
+            break
+        message = messages[index]
+        if all(not isinstance(p, ToolResultPart) or p.elided for p in message.parts):
+            continue
+        before = estimate_tokens(message)
+        parts = [_elided(p) if isinstance(p, ToolResultPart) and not p.elided else p
+                 for p in message.parts]
+        messages[index] = message.model_copy(update={"parts": parts})
+        total -= before - estimate_tokens(messages[index])
+        elided += 1
+    return elided
