@@ -74,15 +74,25 @@ def real_root(root: Path | str) -> Path:
     return resolved
 
 
+def _encoded(raw: str) -> bytes:
+    """The bytes the OS sees; a lone surrogate (legal in JSON) has none and is refused here."""
+    try:
+        return raw.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        raise ConfinementViolation(
+            "path is not encodable (lone surrogate)", code=ErrorCode.INVALID_ARGUMENTS
+        ) from None
+
+
 def _check_text(raw: str) -> None:
     if "\x00" in raw:
         raise ConfinementViolation("path contains a NUL byte", code=ErrorCode.INVALID_ARGUMENTS)
-    if len(raw.encode("utf-8", "surrogateescape")) > MAX_PATH_LENGTH:
+    if len(_encoded(raw)) > MAX_PATH_LENGTH:
         raise ConfinementViolation(
             f"path is longer than {MAX_PATH_LENGTH} bytes", code=ErrorCode.INVALID_ARGUMENTS
         )
     for part in raw.split("/"):
-        if len(part.encode("utf-8", "surrogateescape")) > MAX_COMPONENT_BYTES:
+        if len(_encoded(part)) > MAX_COMPONENT_BYTES:
             raise ConfinementViolation(
                 f"a path component is longer than {MAX_COMPONENT_BYTES} bytes",
                 code=ErrorCode.INVALID_ARGUMENTS,
@@ -156,6 +166,22 @@ def _check_protected(raw: str, relative: PurePosixPath, access: Access, allow_gi
             "changes under .github/workflows/ are not allowed for this execution",
             code=ErrorCode.PROTECTED_PATH, details={"path": raw},
         )
+
+
+def check_protected(
+    raw: str,
+    relative: PurePosixPath,
+    *,
+    access: Access,
+    allow_git_internals: bool = False,
+    allow_workflows: bool = False,
+) -> None:
+    """Refuse (``protected_path``) a workspace-relative path that is closed to ``access``.
+
+    For callers that act on a whole subtree (recursive delete, move, copy of a directory): each
+    path inside the subtree, not just its top, has to pass.
+    """
+    _check_protected(raw, relative, access, allow_git_internals, allow_workflows)
 
 
 def _check_file_type(raw: str, absolute: Path) -> None:

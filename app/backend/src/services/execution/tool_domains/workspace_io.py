@@ -1,0 +1,179 @@
+"""Low-level file access for the workspace domain, always behind :mod:`confinement`.
+
+Every helper takes a :class:`ResolvedPath` (never a raw string), opens the final component with
+``O_NOFOLLOW`` and checks with ``fstat`` that it got a regular file, so a link or a FIFO swapped in
+after resolution makes the call fail instead of leaving the workspace or blocking. OS errors are
+translated here, in one place, into tool failures whose messages carry workspace-relative paths
+only (an ``OSError``'s own text would carry the absolute path).
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path, PurePosixPath
+
+from services.execution.confinement import Access, ResolvedPath, check_protected, resolve_path
+from services.execution.errors import ConfinementViolation, ErrorCode, ToolFailure
+from services.execution.tool_domains.context import ToolDomainContext
+
+MAX_FILE_BYTES = 10 * 1024 * 1024
+BINARY_SNIFF_BYTES = 8192
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+_WRITE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
+
+
+def resolve(ctx: ToolDomainContext, raw: str, *, write: bool = False,
+            follow_final: bool = True) -> ResolvedPath:
+    """The one way this domain turns an argument into a path."""
+    return resolve_path(
+        ctx.resolved_workspace_root(), raw,
+        access=Access.WRITE if write else Access.READ,
+        follow_final=follow_final,
+        allow_workflows=ctx.allow_workflow_changes,
+    )
+
+
+def failure(code: ErrorCode, message: str, path: ResolvedPath | str,
+            **details: object) -> ToolFailure:
+    shown = path.display if isinstance(path, ResolvedPath) else path
+    return ToolFailure(code, message, details={"path": shown, **details})
+
+
+_ERRNO_CODES: dict[int, tuple[ErrorCode, str]] = {
+    errno.ENOENT: (ErrorCode.PATH_NOT_FOUND, "no such file or directory"),
+    errno.ENOTDIR: (ErrorCode.NOT_A_DIRECTORY, "a parent is not a directory"),
+    errno.EISDIR: (ErrorCode.NOT_A_FILE, "is a directory"),
+    errno.EEXIST: (ErrorCode.PATH_EXISTS, "already exists"),
+    errno.ENOTEMPTY: (ErrorCode.INVALID_ARGUMENTS, "directory is not empty"),
+    errno.ENAMETOOLONG: (ErrorCode.INVALID_ARGUMENTS, "name too long"),
+    errno.EFBIG: (ErrorCode.FILE_TOO_LARGE, "file too large"),
+}
+
+
+@contextmanager
+def os_errors(path: ResolvedPath | str) -> Iterator[None]:
+    """Translate ``OSError`` into a :class:`ToolFailure` about ``path``."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            shown = path.display if isinstance(path, ResolvedPath) else path
+            raise ConfinementViolation(
+                "a symbolic link appeared at the final component", details={"path": shown}
+            ) from None
+        code, text = _ERRNO_CODES.get(
+            exc.errno or 0, (ErrorCode.INTERNAL_ERROR, errno.errorcode.get(exc.errno or 0, "?"))
+        )
+        raise failure(code, text, path) from None
+
+
+def _open_regular(target: ResolvedPath, flags: int) -> tuple[int, os.stat_result]:
+    with os_errors(target):
+        fd = os.open(target.absolute, flags, 0o666)
+    st = os.fstat(fd)
+    if stat.S_ISREG(st.st_mode):
+        return fd, st
+    os.close(fd)
+    if stat.S_ISDIR(st.st_mode):
+        raise failure(ErrorCode.NOT_A_FILE, "is a directory", target)
+    raise ConfinementViolation("device files, FIFOs and sockets are not accessible",
+                               code=ErrorCode.UNSUPPORTED_FILE_TYPE,
+                               details={"path": target.display})
+
+
+def read_regular(target: ResolvedPath, max_bytes: int = MAX_FILE_BYTES) -> bytes:
+    """The whole content of a regular file, refused past ``max_bytes``."""
+    fd, st = _open_regular(target, _READ_FLAGS)
+    with os.fdopen(fd, "rb") as handle:
+        if st.st_size > max_bytes:
+            raise failure(ErrorCode.FILE_TOO_LARGE, f"file is larger than {max_bytes} bytes",
+                          target, size=st.st_size, max_bytes=max_bytes)
+        data = handle.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise failure(ErrorCode.FILE_TOO_LARGE, f"file is larger than {max_bytes} bytes",
+                      target, max_bytes=max_bytes)
+    return data
+
+
+def is_binary(data: bytes) -> bool:
+    return b"\x00" in data[:BINARY_SNIFF_BYTES]
+
+
+def read_text(target: ResolvedPath, max_bytes: int = MAX_FILE_BYTES,
+              errors: str = "replace") -> str:
+    """A text file's content; binary files are refused with ``file_too_large``.
+
+    ``errors="surrogateescape"`` keeps invalid UTF-8 bytes so an edit writes them back unchanged.
+    """
+    data = read_regular(target, max_bytes)
+    if is_binary(data):
+        raise failure(ErrorCode.FILE_TOO_LARGE, "binary file", target, reason="binary")
+    return data.decode("utf-8", errors=errors)
+
+
+def make_parents(target: ResolvedPath) -> None:
+    """Create the missing parents of ``target`` (they resolved inside the root)."""
+    with os_errors(target):
+        os.makedirs(target.absolute.parent, exist_ok=True)
+
+
+def write_regular(target: ResolvedPath, data: bytes, *, exclusive: bool = False,
+                  mode: int = 0o666) -> bool:
+    """Write ``data`` to ``target``, creating parents; returns whether the file was created."""
+    make_parents(target)
+    created = not os.path.lexists(target.absolute)
+    flags = _WRITE_FLAGS | (os.O_EXCL if exclusive else 0)
+    fd, _st = _open_regular(target, flags)
+    with os.fdopen(fd, "wb") as handle:
+        handle.truncate(0)
+        handle.write(data)
+    if created and mode != 0o666:
+        os.chmod(target.absolute, mode & 0o777, follow_symlinks=False)
+    return created
+
+
+def copy_regular(source: ResolvedPath, destination: ResolvedPath) -> int:
+    """Copy one regular file (content and permission bits); returns the bytes copied."""
+    src_fd, st = _open_regular(source, _READ_FLAGS)
+    with os.fdopen(src_fd, "rb") as src:
+        make_parents(destination)
+        dst_fd, _ = _open_regular(destination, _WRITE_FLAGS | os.O_EXCL)
+        with os.fdopen(dst_fd, "wb") as dst:
+            copied = 0
+            while chunk := src.read(1024 * 1024):
+                dst.write(chunk)
+                copied += len(chunk)
+            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode))
+    return copied
+
+
+def subtree(absolute: Path) -> list[PurePosixPath]:
+    """Every entry under a real directory, relative to it (symlinks listed, never entered)."""
+    found: list[PurePosixPath] = []
+    for directory, dirnames, filenames in os.walk(absolute, followlinks=False):
+        base = PurePosixPath(Path(directory).relative_to(absolute).as_posix())
+        found.extend(base / name for name in (*dirnames, *filenames))
+    return found
+
+
+def guard_subtree(ctx: ToolDomainContext, raw: str, base: PurePosixPath,
+                  entries: list[PurePosixPath]) -> None:
+    """Refuse a change that would touch ``.git`` or (unless allowed) ``.github/workflows``
+    anywhere in a subtree placed at, or removed from, ``base``."""
+    for entry in [PurePosixPath("."), *entries]:
+        check_protected(raw, base / entry, access=Access.WRITE,
+                        allow_workflows=ctx.allow_workflow_changes)
+
+
+def kind_of(absolute: Path) -> str:
+    """``file``, ``dir``, ``symlink`` or ``other`` for an existing entry (not following)."""
+    mode = os.lstat(absolute).st_mode
+    if stat.S_ISLNK(mode):
+        return "symlink"
+    if stat.S_ISDIR(mode):
+        return "dir"
+    return "file" if stat.S_ISREG(mode) else "other"
