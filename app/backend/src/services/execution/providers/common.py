@@ -1,0 +1,133 @@
+"""Helpers every turn-based adapter shares: tool-call normalization and the wire cache.
+
+No SDK import here. The wire cache is what keeps an adapter's per-turn cost flat as the
+conversation grows: each neutral message is converted to its wire form once and reused on every
+later turn (the loop treats a message as immutable once appended; replacing a part, or marking a
+tool result ``elided``, is noticed and converts that message again).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
+
+from services.execution.messages import Message, ToolCall, ToolResultPart, ToolSchema
+from services.execution.providers.schema_profiles import openai_args_to_neutral
+
+T = TypeVar("T")
+
+RAW_ARGUMENTS_KEY = "__raw_arguments__"
+MCP_PREFIX = "mcp__"
+
+
+def split_tool_name(tool_name: str) -> tuple[str, str]:
+    """``workspace_read_file`` -> ``(workspace, read_file)``.
+
+    MCP tools keep their server: ``mcp__srv__tool`` -> ``(mcp, srv__tool)``.
+    """
+    if tool_name.startswith(MCP_PREFIX):
+        return "mcp", tool_name[len(MCP_PREFIX):]
+    domain, _, operation = tool_name.partition("_")
+    return domain, operation
+
+
+def fallback_call_id(cycle: int, index: int) -> str:
+    """The deterministic id of a tool call the provider gave no id: ``<cycle>-<index>``."""
+    return f"{cycle}-{index}"
+
+
+def decode_arguments(raw: Any, tool_name: str, schema: ToolSchema | None) -> dict[str, Any]:
+    """The arguments of one call as neutral data.
+
+    A JSON string is parsed; what does not parse into an object is kept under
+    ``__raw_arguments__`` so the dispatcher answers ``invalid_arguments`` and the run goes on.
+    Profiled shapes (name/value pairs, nulls for optional properties) go back to neutral.
+    """
+    if isinstance(raw, str):
+        try:
+            parsed = json.loads(raw) if raw.strip() else {}
+        except json.JSONDecodeError:
+            return {RAW_ARGUMENTS_KEY: raw}
+    else:
+        parsed = raw if raw is not None else {}
+    if not isinstance(parsed, dict):
+        return {RAW_ARGUMENTS_KEY: raw if isinstance(raw, str) else json.dumps(raw)}
+    if schema is None:
+        return parsed
+    return openai_args_to_neutral(tool_name, parsed, schema.parameters)
+
+
+def make_tool_call(
+    call_id: str | None, tool_name: str, raw_args: Any, tools: Mapping[str, ToolSchema],
+    *, cycle: int, index: int,
+) -> ToolCall:
+    domain, operation = split_tool_name(tool_name)
+    return ToolCall(
+        call_id=call_id or fallback_call_id(cycle, index),
+        tool_name=tool_name,
+        domain=domain,
+        operation=operation,
+        args=decode_arguments(raw_args, tool_name, tools.get(tool_name)),
+    )
+
+
+def envelope_text(part: ToolResultPart) -> str:
+    """The envelope as the JSON string sent back to the model."""
+    return json.dumps(part.envelope, separators=(",", ":"), ensure_ascii=False)
+
+
+def _signature(message: Message) -> tuple[Any, ...]:
+    return tuple(
+        (id(p), p.elided if isinstance(p, ToolResultPart) else False) for p in message.parts
+    )
+
+
+class WireCache(Generic[T]):
+    """Each message's wire form, built once; entries for messages no longer sent are dropped."""
+
+    def __init__(self, build: Callable[[Message], T]) -> None:
+        self._build = build
+        self._entries: dict[int, tuple[Message, tuple[Any, ...], T]] = {}
+        self.builds = 0  # how many conversions ran (tests check the cache is used)
+
+    def render(self, messages: Sequence[Message]) -> list[T]:
+        fresh: dict[int, tuple[Message, tuple[Any, ...], T]] = {}
+        out: list[T] = []
+        for message in messages:
+            key, sig = id(message), _signature(message)
+            hit = self._entries.get(key)
+            if hit is not None and hit[0] is message and hit[1] == sig:
+                value = hit[2]
+            else:
+                value = self._build(message)
+                self.builds += 1
+            fresh[key] = (message, sig, value)
+            out.append(value)
+        self._entries = fresh
+        return out
+
+
+class KeyedCache(Generic[T]):
+    """One cached value for the last key seen (the tool list of a run rarely changes)."""
+
+    def __init__(self, build: Callable[[list[ToolSchema]], T]) -> None:
+        self._build = build
+        self._key: tuple[Any, ...] | None = None
+        self._value: T | None = None
+
+    def get(self, tools: list[ToolSchema]) -> T:
+        key = tuple((t.name, t.description, id(t.parameters)) for t in tools)
+        if self._key != key or self._value is None:
+            self._value = self._build(tools)
+            self._key = key
+        return self._value
+
+
+def dumps(value: Any) -> bytes:
+    """Compact JSON bytes (the wire form)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def join_json_array(fragments: Iterable[bytes]) -> bytes:
+    return b"[" + b",".join(f for f in fragments if f) + b"]"
