@@ -164,8 +164,10 @@ WEATHER = gtypes.FunctionDeclaration(
 
 @pytest.mark.parametrize("stream", [False, True], ids=["json", "sse"])
 def test_gemini_function_call_round_trip_echoes_thought_signature(stream: bool) -> None:
-    script: list[Step] = [tool_calls([("get_weather", {"city": "Paris"})], thought_signature=b"sig-1"),
-              text("sunny, 21 C")]
+    script: list[Step] = [
+        tool_calls([("get_weather", {"city": "Paris"})], thought_signature=b"sig-1"),
+        text("sunny, 21 C"),
+    ]
     config = gemini_config(WEATHER)
     with ScriptedModelServer(script) as server, genai.Client(
             api_key=KEY, http_options=gtypes.HttpOptions(base_url=server.url)) as client:
