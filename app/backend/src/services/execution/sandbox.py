@@ -1,0 +1,212 @@
+"""Command sandboxes: bubblewrap, Landlock or none, chosen once per process.
+
+:func:`select_sandbox` turns the deployment's ``STUDIO_SANDBOX`` value (read by
+``services.settings``, never here) into a :class:`~services.execution.ports.CommandSandbox`:
+
+* ``auto``: bubblewrap if it really starts, else Landlock if the kernel applies it, else no sandbox
+  with a loud warning;
+* ``required``: the same order, but with nothing working every command is refused with
+  ``sandbox_unavailable``;
+* ``bwrap`` / ``landlock``: that one, or refusals when it does not work;
+* ``none``: commands run unconfined (development only).
+
+Probing runs a real ``true`` under the sandbox once per mode and process; the result is cached.
+
+Contract with the caller (the command domain): ``env`` is the complete environment of the
+command, already scrubbed; its ``HOME`` and ``TMPDIR`` name per-command scratch directories that
+the caller created and owns. Bubblewrap replaces them with a private tmpfs; Landlock makes them
+writable.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from services.execution.errors import ConfigError, ErrorCode, ToolFailure
+from services.execution.ports import CommandSandbox, PreparedCommand
+from services.execution.sandbox_landlock import LandlockSandbox, landlock_problem
+from services.execution.sandbox_layout import (
+    SYSTEM_SEARCH_PATH,
+    bwrap_system_args,
+    bwrap_workspace_args,
+)
+from services.settings import SandboxMode
+
+log = logging.getLogger(__name__)
+
+PROBE_TIMEOUT_S = 20.0
+SANDBOX_HOME = "/tmp/home"
+SANDBOX_TMP = "/tmp"
+
+__all__ = [
+    "BwrapSandbox",
+    "LandlockSandbox",
+    "NoSandbox",
+    "UnavailableSandbox",
+    "select_sandbox",
+]
+
+
+class NoSandbox:
+    """Runs commands as they are (still with the caller's scrubbed env and process group)."""
+
+    @property
+    def mode(self) -> str:
+        return SandboxMode.NONE.value
+
+    def prepare(
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
+    ) -> PreparedCommand:
+        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd)
+
+
+class UnavailableSandbox:
+    """Stands for a sandbox that was asked for and does not work: every command is refused."""
+
+    def __init__(self, requested: str, reason: str) -> None:
+        self.requested = requested
+        self.reason = reason
+
+    @property
+    def mode(self) -> str:
+        return "unavailable"
+
+    def prepare(
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
+    ) -> PreparedCommand:
+        raise ToolFailure(
+            ErrorCode.SANDBOX_UNAVAILABLE,
+            f"commands are refused: sandbox mode {self.requested!r} is configured and no "
+            "sandbox works on this host",
+            details={"requested": self.requested, "reason": self.reason},
+        )
+
+
+class BwrapSandbox:
+    """Bubblewrap: a fresh mount, PID, network, IPC and UTS namespace per command.
+
+    Inside, the process keeps uid 0 but has every capability dropped: it cannot bypass file
+    permissions (no CAP_DAC_OVERRIDE), yet the workspace (owned by the harness's uid) stays
+    writable and git sees its owner (no "dubious ownership"). An unprivileged ``--uid`` would map
+    back to the same host uid anyway, so it would add nothing but ownership confusion.
+    """
+
+    def __init__(self, executable: str, system_args: Sequence[str]) -> None:
+        self.executable = executable
+        self.system_args = tuple(system_args)
+
+    @property
+    def mode(self) -> str:
+        return SandboxMode.BWRAP.value
+
+    def prepare(
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
+    ) -> PreparedCommand:
+        inner_env = dict(env)
+        inner_env["HOME"] = SANDBOX_HOME
+        inner_env["TMPDIR"] = SANDBOX_TMP
+        setenv: list[str] = []
+        for name, value in inner_env.items():
+            setenv += ["--setenv", name, value]
+        wrapped = [
+            self.executable,
+            *self.system_args,
+            *bwrap_workspace_args(workspace),
+            "--remount-ro", "/",
+            "--chdir", str(cwd),
+            "--clearenv",
+            *setenv,
+            "--",
+            *argv,
+        ]
+        # bwrap itself gets a bare environment: nothing of ours (or the model's) reaches it.
+        return PreparedCommand(argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd)
+
+
+def _run_probe(sandbox: CommandSandbox) -> str | None:
+    """Run ``true`` under ``sandbox`` in a throw-away workspace; the problem, or None."""
+    with tempfile.TemporaryDirectory(prefix="studio-sandbox-probe-") as scratch:
+        root = Path(scratch)
+        (root / "ws").mkdir()
+        env = {"PATH": SYSTEM_SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch}
+        prepared = sandbox.prepare(["true"], workspace=root / "ws", cwd=root / "ws", env=env)
+        try:
+            done = subprocess.run(
+                prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
+                stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S,
+                check=False,
+            )
+        except (OSError, subprocess.SubprocessError) as exc:
+            return f"{sandbox.mode} probe failed: {exc}"
+    if done.returncode != 0:
+        detail = done.stderr.decode("utf-8", "replace").strip()[:500]
+        return f"{sandbox.mode} probe exited with {done.returncode}: {detail}"
+    return None
+
+
+def _probe_bwrap() -> BwrapSandbox | str:
+    executable = shutil.which("bwrap", path=SYSTEM_SEARCH_PATH)
+    if executable is None:
+        return "bwrap is not installed"
+    sandbox = BwrapSandbox(executable, bwrap_system_args())
+    problem = _run_probe(sandbox)
+    return problem if problem is not None else sandbox
+
+
+def _probe_landlock() -> LandlockSandbox | str:
+    problem = landlock_problem()
+    if problem is not None:
+        return problem
+    sandbox = LandlockSandbox()
+    problem = _run_probe(sandbox)
+    return problem if problem is not None else sandbox
+
+
+def _strongest() -> tuple[CommandSandbox | None, list[str]]:
+    problems: list[str] = []
+    for probe in (_probe_bwrap, _probe_landlock):
+        found = probe()
+        if not isinstance(found, str):
+            return found, problems
+        problems.append(found)
+    return None, problems
+
+
+@functools.cache
+def select_sandbox(mode: str) -> CommandSandbox:
+    """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once."""
+    try:
+        wanted = SandboxMode(mode)
+    except ValueError:
+        choices = ", ".join(m.value for m in SandboxMode)
+        raise ConfigError(f"unknown sandbox mode {mode!r} (expected one of {choices})") from None
+    if wanted is SandboxMode.NONE:
+        return NoSandbox()
+    if wanted in (SandboxMode.BWRAP, SandboxMode.LANDLOCK):
+        probe = _probe_bwrap if wanted is SandboxMode.BWRAP else _probe_landlock
+        found = probe()
+        if isinstance(found, str):
+            log.error("sandbox %s requested but unavailable: %s", wanted.value, found)
+            return UnavailableSandbox(wanted.value, found)
+        return found
+    sandbox, problems = _strongest()
+    if sandbox is not None:
+        if problems:
+            log.warning("sandbox: using %s (%s)", sandbox.mode, "; ".join(problems))
+        return sandbox
+    reason = "; ".join(problems)
+    if wanted is SandboxMode.REQUIRED:
+        log.error("sandbox required but none works, commands will be refused: %s", reason)
+        return UnavailableSandbox(wanted.value, reason)
+    log.warning(
+        "NO COMMAND SANDBOX: STUDIO_SANDBOX=auto found neither bubblewrap nor Landlock (%s); "
+        "agent commands run UNCONFINED with the harness's own file access. "
+        "Set STUDIO_SANDBOX=required in production.", reason,
+    )
+    return NoSandbox()

@@ -1,0 +1,123 @@
+"""The Landlock sandbox: file-system confinement applied in the child before ``exec``.
+
+Landlock (Linux 5.13+) lets an unprivileged process restrict its own file access and that of
+every process it starts; the restriction cannot be lifted. The ruleset is built and applied in
+the forked child (``preexec``), so the harness itself is never restricted.
+
+Rules (every right not granted is denied):
+
+* the system allowlist of :mod:`services.execution.sandbox_layout`: read and execute;
+* ``/proc``: read; ``/dev``: list, and read/write on the harmless character devices only;
+* the workspace root directory: read; each of its entries except ``.git``: everything
+  (recursively); ``.git``: read;
+* the caller's per-command scratch directories (``HOME``, ``TMPDIR``): everything.
+
+Landlock rules only *add* rights beneath a directory, with no exceptions, so keeping ``.git``
+read-only means the workspace root itself cannot gain new entries from a command (its existing
+files and directories stay fully writable). Create a new top-level entry with the workspace tools
+first. Landlock confines files only: no network or process isolation.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from landlock import FSAccess, LandlockError, Ruleset, landlock_abi_version, plumbing
+
+from services.execution.ports import PreparedCommand
+from services.execution.sandbox_layout import readable_system_paths
+
+DEVICES = (
+    "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+)
+
+Rule = tuple[str, int]
+
+
+def landlock_problem() -> str | None:
+    """Why Landlock cannot be used here, or None (also warms the syscall wrappers)."""
+    try:
+        abi = int(landlock_abi_version())
+        plumbing.get_add_rule()
+        plumbing.get_prctl()
+        plumbing.get_restrict_self()
+    except (OSError, AttributeError, LandlockError) as exc:  # AttributeError: libc lacks prctl
+        return f"landlock unavailable: {exc}"
+    if abi < 1:
+        return "landlock unavailable: kernel reports no ABI"
+    return None
+
+
+@functools.lru_cache(maxsize=1)
+def _rights() -> dict[str, int]:
+    handled = int(FSAccess.all())
+    file_rights = int(FSAccess.all_file())
+    read_exec = int(FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR)
+    device = int(FSAccess.READ_FILE | FSAccess.WRITE_FILE) | (
+        file_rights & ~int(FSAccess.EXECUTE)
+    )
+    return {
+        "handled": handled,
+        "file": file_rights,
+        "read_exec": read_exec,
+        "read": int(FSAccess.READ_FILE | FSAccess.READ_DIR),
+        "list": int(FSAccess.READ_DIR),
+        "device": device,
+    }
+
+
+def _fit(path: str, access: int) -> Rule | None:
+    """The rule for ``path``, trimmed to file rights for non-directories; None if it is gone."""
+    if os.path.islink(path) or not os.path.exists(path):
+        return None
+    if not os.path.isdir(path):
+        access &= _rights()["file"]
+    return (path, access)
+
+
+def build_rules(workspace: Path, env: Mapping[str, str]) -> list[Rule]:
+    """The ruleset for one command (computed in the parent; symlinks never get a rule)."""
+    r = _rights()
+    wanted: list[Rule] = [(str(p), r["read_exec"]) for p in readable_system_paths()]
+    wanted += [("/proc", r["read"]), ("/dev", r["list"])]
+    wanted += [(dev, r["device"]) for dev in DEVICES]
+    wanted.append((str(workspace), r["read_exec"]))
+    with os.scandir(workspace) as entries:
+        for entry in entries:
+            rights = r["read_exec"] if entry.name == ".git" else r["handled"]
+            wanted.append((entry.path, rights))
+    for name in ("HOME", "TMPDIR"):
+        scratch = env.get(name)
+        if scratch and os.path.isabs(scratch):
+            wanted.append((os.path.realpath(scratch), r["handled"]))
+    rules = [_fit(path, access) for path, access in wanted]
+    return [rule for rule in rules if rule is not None]
+
+
+def _restrict(handled: int, rules: Sequence[Rule]) -> None:
+    """Runs in the child between fork and exec: build and apply the ruleset."""
+    ruleset = Ruleset(restrict_rules=FSAccess(handled))
+    for path, access in rules:
+        try:
+            ruleset.allow(path, rules=FSAccess(access))
+        except FileNotFoundError:
+            continue  # vanished since the parent looked: nothing to grant
+    ruleset.apply()
+
+
+class LandlockSandbox:
+    """Applies the Landlock ruleset of :func:`build_rules` to each command."""
+
+    @property
+    def mode(self) -> str:
+        return "landlock"
+
+    def prepare(
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
+    ) -> PreparedCommand:
+        rules = build_rules(workspace, env)
+        preexec: Callable[[], None] = functools.partial(_restrict, _rights()["handled"], rules)
+        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)

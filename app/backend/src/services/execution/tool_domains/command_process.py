@@ -1,0 +1,214 @@
+"""Run one prepared command: own session, bounded output, the whole group killed at the deadline.
+
+stdout and stderr are read together in one loop (a selector over both pipes and a pidfd that
+signals the exit), so neither can fill its pipe and block the other. Each stream keeps its first
+and last bytes only (:class:`HeadTail`), whatever the command prints.
+
+When the command's main process exits, what is left of its process group (background jobs) is
+killed, and the pipes are drained for a short grace period; at the deadline the whole group is
+killed. Under bubblewrap, killing the group kills ``bwrap``, whose ``--die-with-parent`` takes the
+sandbox's PID namespace, and every process in it, down too.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import selectors
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from typing import IO
+
+from services.execution.errors import ErrorCode, ToolFailure
+from services.execution.ports import PreparedCommand
+
+READ_CHUNK = 64 * 1024
+DRAIN_GRACE_S = 2.0
+TRUNCATION_MARKER = "\n...[truncated {n} bytes]...\n"
+
+
+class HeadTail:
+    """Keeps the first ``cap // 2`` and the last ``cap - cap // 2`` bytes of a stream."""
+
+    def __init__(self, cap: int) -> None:
+        cap = max(cap, 2)
+        self.head_cap = cap // 2
+        self.tail_cap = cap - self.head_cap
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, data: bytes) -> None:
+        self.total += len(data)
+        room = self.head_cap - len(self.head)
+        if room > 0:
+            self.head += data[:room]
+            data = data[room:]
+        if data:
+            self.tail += data
+            if len(self.tail) > 2 * self.tail_cap:  # trim in batches, not on every chunk
+                del self.tail[: len(self.tail) - self.tail_cap]
+
+    @property
+    def dropped(self) -> int:
+        return self.total - len(self.head) - min(len(self.tail), self.tail_cap)
+
+    def text(self) -> str:
+        """The captured text, UTF-8 decoded with replacement, with a marker where bytes were cut."""
+        tail = bytes(self.tail[-self.tail_cap :]) if self.tail else b""
+        if self.dropped == 0:
+            return (bytes(self.head) + tail).decode("utf-8", "replace")
+        return (
+            bytes(self.head).decode("utf-8", "replace")
+            + TRUNCATION_MARKER.format(n=self.dropped)
+            + tail.decode("utf-8", "replace")
+        )
+
+
+@dataclass(frozen=True)
+class CommandOutcome:
+    """What happened to one command."""
+
+    exit_code: int | None
+    signal: str | None
+    stdout: HeadTail
+    stderr: HeadTail
+    timed_out: bool
+    duration_ms: float
+
+
+def _kill_group(pgid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):  # already gone
+        os.killpg(pgid, signal.SIGKILL)
+
+
+def _exited(pid: int) -> bool:
+    """Whether ``pid`` has exited, without reaping it (so its group id cannot be reused)."""
+    try:
+        found = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return True
+    return found is not None
+
+
+class _Pump:
+    """The read loop over both pipes and the exit notification."""
+
+    def __init__(self, proc: subprocess.Popen[bytes], cap: int) -> None:
+        self.proc = proc
+        self.out = HeadTail(cap)
+        self.err = HeadTail(cap)
+        self.selector = selectors.DefaultSelector()
+        self.open_pipes = 0
+        self.pidfd: int | None = None
+        for pipe, sink in ((proc.stdout, self.out), (proc.stderr, self.err)):
+            if pipe is not None:
+                self.selector.register(pipe, selectors.EVENT_READ, sink)
+                self.open_pipes += 1
+        try:
+            self.pidfd = os.pidfd_open(proc.pid)
+            self.selector.register(self.pidfd, selectors.EVENT_READ, None)
+        except (AttributeError, OSError):
+            self.pidfd = None  # no pidfd (old kernel): poll the exit instead
+
+    def close(self) -> None:
+        self.selector.close()
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+
+    def _on_exit(self) -> None:
+        if self.pidfd is not None:
+            self.selector.unregister(self.pidfd)
+            os.close(self.pidfd)
+            self.pidfd = None
+        _kill_group(self.proc.pid)  # leftovers of the group; the leader is a zombie, not reaped
+
+    def run_until(self, deadline: float) -> bool:
+        """Read until the main process exited and both pipes closed, or ``deadline``.
+
+        True if the main process exited (a command that closes its pipes early is still waited
+        for; one whose background jobs keep the pipes open gets a short grace after its exit).
+        """
+        exited = False
+        while self.open_pipes or not exited:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                break
+            polling = self.pidfd is None and not exited
+            for key, _ in self.selector.select(min(remaining, 0.05) if polling else remaining):
+                if key.data is None:
+                    exited = True
+                    self._on_exit()
+                    deadline = min(deadline, time.monotonic() + DRAIN_GRACE_S)
+                elif not self._read(key):
+                    self.open_pipes -= 1
+            if polling and _exited(self.proc.pid):
+                exited = True
+                _kill_group(self.proc.pid)
+                deadline = min(deadline, time.monotonic() + DRAIN_GRACE_S)
+        return exited
+
+    def _read(self, key: selectors.SelectorKey) -> bool:
+        """Read one chunk; False (and unregistered) at end of file."""
+        data = os.read(key.fd, READ_CHUNK)
+        if data:
+            key.data.feed(data)
+            return True
+        self.selector.unregister(key.fileobj)
+        return False
+
+
+def _spawn(prepared: PreparedCommand) -> subprocess.Popen[bytes]:
+    try:
+        return subprocess.Popen(
+            prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True,
+        )
+    except subprocess.SubprocessError as exc:  # the sandbox's preexec failed in the child
+        raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE,
+                          f"the sandbox could not be applied: {exc}") from None
+
+
+def _not_started(exc: OSError, started: float, cap: int) -> CommandOutcome:
+    """A command that could not be executed answers like a shell would (127 / 126)."""
+    err = HeadTail(cap)
+    err.feed(f"cannot execute: {exc.strerror or exc}\n".encode())
+    code = 127 if isinstance(exc, FileNotFoundError) else 126
+    return CommandOutcome(code, None, HeadTail(cap), err, False, _ms(started))
+
+
+def _ms(started: float) -> float:
+    return round((time.monotonic() - started) * 1000, 3)
+
+
+def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> CommandOutcome:
+    """Start ``prepared`` in a new session and collect its capped output until exit or timeout."""
+    started = time.monotonic()
+    try:
+        proc = _spawn(prepared)
+    except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        return _not_started(exc, started, cap)
+    pump = _Pump(proc, cap)
+    try:
+        exited = pump.run_until(started + timeout_s)
+        if not exited:
+            _kill_group(proc.pid)
+            pump.run_until(time.monotonic() + DRAIN_GRACE_S)
+    finally:
+        pump.close()
+        _close(proc.stdout, proc.stderr)
+        _kill_group(proc.pid)  # safe: the leader is not reaped before wait()
+        returncode = proc.wait()
+    if not exited:
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
+    sig = signal.Signals(-returncode).name if returncode < 0 else None
+    return CommandOutcome(returncode, sig, pump.out, pump.err, False, _ms(started))
+
+
+def _close(*pipes: IO[bytes] | None) -> None:
+    for pipe in pipes:
+        if pipe is not None:
+            pipe.close()
