@@ -94,13 +94,14 @@ def _null_branch(branch: Any) -> bool:
     return isinstance(branch, dict) and branch.get("type") == "null"
 
 
-def _pairs_schema(value_schema: Schema, description: str | None) -> Schema:
+def _pairs_schema(value_schema: Schema, description: str | None, *, closed: bool) -> Schema:
     pair: Schema = {
         "type": "object",
         "properties": {"name": {"type": "string"}, "value": value_schema},
         "required": ["name", "value"],
-        "additionalProperties": False,
     }
+    if closed:
+        pair["additionalProperties"] = False
     note = f"{description} {_PAIR_NOTE}" if description else _PAIR_NOTE
     return {"type": "array", "description": note, "items": pair}
 
@@ -118,7 +119,7 @@ def _strict(node: Schema) -> Schema:
         value = _map_value_schema(node)
         value_schema = _strict(value) if value is not None else {
             "type": "string", "description": JSON_VALUE_NOTE}
-        return _pairs_schema(value_schema, node.get("description"))
+        return _pairs_schema(value_schema, node.get("description"), closed=True)
     out: Schema = {k: v for k, v in node.items() if k not in _OPENAI_DROPPED}
     if "anyOf" in out:
         out["anyOf"] = [_strict(b) for b in out["anyOf"]]
@@ -233,7 +234,7 @@ def _gemini(node: Schema) -> Schema:
         value = _map_value_schema(node)
         value_schema = _gemini(value) if value is not None else {
             "type": "string", "description": JSON_VALUE_NOTE}
-        return _pairs_schema(value_schema, node.get("description"))
+        return _pairs_schema(value_schema, node.get("description"), closed=False)
     node = _gemini_nullable(_gemini_bounds(node))
     if "const" in node and "enum" not in node:
         node = {**node, "enum": [node["const"]]}
