@@ -66,3 +66,8 @@ PROVIDER_SECRET_VARIABLES: tuple[str, ...] = (
 def provider_secret_values() -> list[str]:
     """The values of the provider credentials present in the environment (for redaction)."""
     return [value for name in PROVIDER_SECRET_VARIABLES if (value := os.environ.get(name))]
+
+
+def process_environment() -> dict[str, str]:
+    """A copy of the process environment, for adapters that filter it through an allowlist."""
+    return dict(os.environ)

@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from services.cli import tools
+from services.cli import run, tools
 
 app = typer.Typer(
     name="studio",
@@ -21,6 +21,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 app.add_typer(tools.app, name="tools")
+app.command("run")(run.run_command)
 
 
 def main(argv: list[str] | None = None) -> None:
