@@ -187,8 +187,8 @@ def check_protected(
 def _check_file_type(raw: str, absolute: Path) -> None:
     try:
         mode = os.lstat(absolute).st_mode
-    except FileNotFoundError:
-        return
+    except (FileNotFoundError, NotADirectoryError):
+        return  # nothing there (``file.txt/x`` included): the caller reports it on use
     if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISLNK(mode)):
         raise ConfinementViolation(
             "device files, FIFOs and sockets are not accessible",

@@ -117,8 +117,14 @@ def read_text(target: ResolvedPath, max_bytes: int = MAX_FILE_BYTES,
 
 def make_parents(target: ResolvedPath) -> None:
     """Create the missing parents of ``target`` (they resolved inside the root)."""
-    with os_errors(target):
-        os.makedirs(target.absolute.parent, exist_ok=True)
+    try:
+        with os_errors(target):
+            os.makedirs(target.absolute.parent, exist_ok=True)
+    except ToolFailure as exc:
+        if exc.code is ErrorCode.PATH_EXISTS:  # a parent is a file
+            raise failure(ErrorCode.NOT_A_DIRECTORY, "a parent is not a directory",
+                          target) from None
+        raise
 
 
 def write_regular(target: ResolvedPath, data: bytes, *, exclusive: bool = False,
