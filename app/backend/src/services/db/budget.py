@@ -1,0 +1,93 @@
+"""``DbBudget``: a repository's daily budget, atomic across processes.
+
+The ledger counts micro-dollars per ``(repository, UTC day)``. :meth:`DbBudget.charge` admits a
+charge only if it fits under the limit, in one conditional statement
+(``UPDATE ... SET spent = spent + x WHERE spent + x <= limit RETURNING``) after making sure the
+day's row exists (``INSERT ... ON CONFLICT DO NOTHING``). PostgreSQL's row lock and SQLite's
+``BEGIN IMMEDIATE`` make that atomic, so concurrent processes never push ``spent`` over the limit.
+
+A charge that does not fit is real money already spent (a model call cannot be un-made): it goes to
+``overflow`` and closes the day's budget, so :meth:`DbBudget.check` refuses from then on. The money
+actually spent can therefore pass the limit by at most the calls in flight when it filled up.
+"""
+
+from __future__ import annotations
+
+from datetime import date, datetime
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from services.db.base import utcnow
+from services.db.models import BudgetLedger
+from services.db.session import Database, dialect_insert
+from services.execution.errors import ErrorCode
+
+MICROS = 1_000_000
+
+
+def to_micros(usd: float) -> int:
+    return round(usd * MICROS)
+
+
+def today() -> date:
+    return utcnow().date()
+
+
+class DbBudget:
+    """A :class:`~services.execution.ports.BudgetPort` for one execution's repository."""
+
+    def __init__(
+        self, db: Database, execution_id: str, repository: str, daily_limit_usd: float
+    ) -> None:
+        self._db = db
+        self.execution_id = execution_id
+        self.repository = repository
+        self.limit_micros = to_micros(daily_limit_usd)
+
+    def check(self) -> ErrorCode | None:
+        """``budget_exceeded`` once today's spend reached the limit or a charge overflowed."""
+        spent, overflow = self.spent_today()
+        if spent >= self.limit_micros or overflow > 0:
+            return ErrorCode.BUDGET_EXCEEDED
+        return None
+
+    def charge(self, usd: float) -> None:
+        """Record what a call cost; admitted if it fits, else recorded as overflow."""
+        micros = to_micros(usd)
+        if micros <= 0:
+            return
+        day, ledger = today(), BudgetLedger
+        key = (ledger.repository == self.repository) & (ledger.day == day)
+        with self._db.session() as session:
+            self._ensure_row(session, day)
+            admitted = session.execute(
+                update(ledger)
+                .where(key, ledger.spent_micros + micros <= self.limit_micros)
+                .values(spent_micros=ledger.spent_micros + micros, updated_at=utcnow())
+                .returning(ledger.spent_micros)
+            ).one_or_none()
+            if admitted is None:
+                session.execute(
+                    update(ledger).where(key)
+                    .values(overflow_micros=ledger.overflow_micros + micros, updated_at=utcnow())
+                )
+
+    def spent_today(self) -> tuple[int, int]:
+        """``(admitted, overflow)`` micro-dollars for today."""
+        with self._db.session() as session:
+            row = session.execute(
+                select(BudgetLedger.spent_micros, BudgetLedger.overflow_micros).where(
+                    BudgetLedger.repository == self.repository, BudgetLedger.day == today()
+                )
+            ).one_or_none()
+        return (int(row[0]), int(row[1])) if row is not None else (0, 0)
+
+    def _ensure_row(self, session: Session, day: date) -> None:
+        now: datetime = utcnow()
+        session.execute(
+            dialect_insert(session)(BudgetLedger)
+            .values(repository=self.repository, day=day, spent_micros=0, overflow_micros=0,
+                    updated_at=now)
+            .on_conflict_do_nothing(index_elements=["repository", "day"])
+        )

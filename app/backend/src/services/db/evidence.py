@@ -1,0 +1,81 @@
+"""The ``tool_calls`` evidence row, written by the journal and by the idempotency store.
+
+A row is keyed ``(execution_id, call_id)``. Whoever writes first creates it; later writers fill in
+only what is still missing, so a recorded envelope is never overwritten (the idempotency contract).
+Callers pass data that is already redacted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from services.db.base import utcnow
+from services.db.models import ToolCallRecord
+from services.db.session import dialect_insert
+
+
+def _identity(call: dict[str, Any] | None, envelope: dict[str, Any] | None) -> dict[str, Any]:
+    source = call or envelope or {}
+    tool_name = str(source.get("tool_name", ""))
+    domain = str(source.get("domain") or tool_name.partition("_")[0])
+    operation = str(source.get("operation") or tool_name.partition("_")[2])
+    return {"tool_name": tool_name, "domain": domain, "operation": operation}
+
+
+def _envelope_columns(envelope: dict[str, Any]) -> dict[str, Any]:
+    error = envelope.get("error") if isinstance(envelope.get("error"), dict) else None
+    ids = error if error is not None else envelope
+    duration = envelope.get("duration_ms")
+    return {
+        "envelope": envelope,
+        "ok": bool(envelope.get("ok")),
+        "error_code": error.get("code") if error else None,
+        "duration_ms": float(duration) if isinstance(duration, int | float) else None,
+        "request_id": ids.get("request_id"),
+        "correlation_id": ids.get("correlation_id"),
+        "finished_at": utcnow(),
+    }
+
+
+def _insert_missing(session: Session, values: dict[str, Any]) -> None:
+    statement = dialect_insert(session)(ToolCallRecord).values(**values).on_conflict_do_nothing(
+        index_elements=["execution_id", "call_id"]
+    )
+    session.execute(statement)
+
+
+def record_tool_call(
+    session: Session,
+    execution_id: str,
+    call_id: str,
+    *,
+    call: dict[str, Any] | None = None,
+    envelope: dict[str, Any] | None = None,
+    cycle: int | None = None,
+    provider: str | None = None,
+) -> bool:
+    """Create or complete the evidence row; answers whether ``envelope`` was stored by this call."""
+    _insert_missing(session, {
+        "execution_id": execution_id, "call_id": call_id, "created_at": utcnow(),
+        **_identity(call, envelope),
+    })
+    row = session.execute(
+        select(ToolCallRecord)
+        .where(ToolCallRecord.execution_id == execution_id, ToolCallRecord.call_id == call_id)
+        .with_for_update()
+    ).scalar_one()
+    if call is not None and row.args is None:
+        row.args = dict(call.get("args") or {})
+    if not row.tool_name:
+        for key, value in _identity(call, envelope).items():
+            setattr(row, key, value)
+    row.cycle = row.cycle if row.cycle is not None else cycle
+    row.provider = row.provider or provider
+    if envelope is None or row.envelope is not None:
+        return False
+    for key, value in _envelope_columns(envelope).items():
+        setattr(row, key, value)
+    return True

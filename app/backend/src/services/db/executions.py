@@ -1,0 +1,167 @@
+"""``ExecutionRepository``: create, run, finish and read node executions and their evidence.
+
+Each method is one transaction. Free text that may carry secrets (prompt, repository URL, result,
+error message) goes through the :class:`~services.db.redaction.Redactor` before it is stored.
+Rows come back detached (readable after their session closed); :func:`execution_to_json` and
+:func:`tool_call_to_json` give their public JSON form.
+"""
+
+from __future__ import annotations
+
+import builtins
+from typing import Any
+
+from sqlalchemy import select, update
+
+from services.db.base import utcnow
+from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
+from services.db.redaction import Redactor
+from services.db.session import Database
+
+FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stalled"})
+
+
+class UnknownExecution(LookupError):
+    """No execution has this id."""
+
+
+class ExecutionRepository:
+    def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
+        self._db = db
+        self._redactor = redactor or Redactor()
+
+    def create(
+        self,
+        *,
+        provider: str,
+        model: str,
+        prompt: str,
+        repo_url: str | None = None,
+        workspace: str | None = None,
+        base_branch: str | None = None,
+        branch: str | None = None,
+        limits: dict[str, Any] | None = None,
+        settings_snapshot: dict[str, Any] | None = None,
+        runtime: str = "agent",
+        flowchart_run_id: str | None = None,
+        node_id: str | None = None,
+    ) -> str:
+        """Record a queued execution; answers its id (a uuid4 string)."""
+        redact = self._redactor
+        row = NodeExecution(
+            provider=provider, model=model, prompt=redact.text(prompt),
+            repo_url=redact.text(repo_url) if repo_url else None, workspace=workspace,
+            base_branch=base_branch, branch=branch, limits=redact.data(limits or {}),
+            settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
+            flowchart_run_id=flowchart_run_id, node_id=node_id, status="queued",
+        )
+        with self._db.session() as session:
+            session.add(row)
+        return row.id
+
+    def _update(self, execution_id: str, **values: Any) -> None:
+        with self._db.session() as session:
+            result = session.execute(
+                update(NodeExecution).where(NodeExecution.id == execution_id)
+                .values(updated_at=utcnow(), **values)
+            )
+            if result.rowcount == 0:  # type: ignore[attr-defined]
+                raise UnknownExecution(execution_id)
+
+    def mark_running(
+        self, execution_id: str, *, base_commit: str | None = None, branch: str | None = None,
+        workspace: str | None = None,
+    ) -> None:
+        """``running`` from now; optional facts known once the workspace is provisioned."""
+        values: dict[str, Any] = {"status": "running", "started_at": utcnow()}
+        for key, value in (("base_commit", base_commit), ("branch", branch),
+                           ("workspace", workspace)):
+            if value is not None:
+                values[key] = value
+        self._update(execution_id, **values)
+
+    def record(self, execution_id: str, *, head_sha: str | None = None,
+               pr_url: str | None = None, branch: str | None = None) -> None:
+        """Facts learned while finalizing (the pushed head, the pull request)."""
+        values = {k: v for k, v in (("head_sha", head_sha), ("pr_url", pr_url),
+                                    ("branch", branch)) if v is not None}
+        if values:
+            self._update(execution_id, **values)
+
+    def finish(
+        self,
+        execution_id: str,
+        *,
+        status: str,
+        outcome: str,
+        result: dict[str, Any] | None = None,
+        usage: dict[str, Any] | None = None,
+        cost_usd: float = 0.0,
+        iterations: int = 0,
+        error_code: str | None = None,
+        error_message: str | None = None,
+    ) -> None:
+        """Record the end: ``status`` is one of :data:`FINAL_STATUSES`."""
+        if status not in FINAL_STATUSES:
+            raise ValueError(f"status must be one of {sorted(FINAL_STATUSES)}, not {status!r}")
+        redact = self._redactor
+        self._update(
+            execution_id, status=status, outcome=outcome, result=redact.data(result),
+            usage=usage, cost_usd=cost_usd, iterations=iterations, error_code=error_code,
+            error_message=redact.text(error_message) if error_message else None,
+            finished_at=utcnow(),
+        )
+
+    def request_cancel(self, execution_id: str) -> None:
+        """Ask a running execution to stop; its ``RunControl`` answers ``cancelled``."""
+        self._update(execution_id, cancel_requested=True)
+
+    def get(self, execution_id: str) -> NodeExecution | None:
+        with self._db.session() as session:
+            return session.get(NodeExecution, execution_id)
+
+    def list(self, *, limit: int = 50, status: str | None = None) -> builtins.list[NodeExecution]:
+        """The most recent executions first."""
+        query = select(NodeExecution).order_by(NodeExecution.created_at.desc()).limit(limit)
+        if status is not None:
+            query = query.where(NodeExecution.status == status)
+        with self._db.session() as session:
+            return builtins.list(session.scalars(query))
+
+    def events(self, execution_id: str, *, after_seq: int = 0) -> builtins.list[ExecutionEvent]:
+        """Journal entries after ``after_seq``, in order (what a resumed stream replays)."""
+        query = (select(ExecutionEvent)
+                 .where(ExecutionEvent.execution_id == execution_id, ExecutionEvent.seq > after_seq)
+                 .order_by(ExecutionEvent.seq))
+        with self._db.session() as session:
+            return builtins.list(session.scalars(query))
+
+    def tool_calls(self, execution_id: str) -> builtins.list[ToolCallRecord]:
+        query = (select(ToolCallRecord).where(ToolCallRecord.execution_id == execution_id)
+                 .order_by(ToolCallRecord.cycle, ToolCallRecord.created_at))
+        with self._db.session() as session:
+            return builtins.list(session.scalars(query))
+
+
+def _when(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def execution_to_json(row: NodeExecution) -> dict[str, Any]:
+    """The public form of an execution (no lease internals)."""
+    fields = ("id", "status", "runtime", "provider", "model", "repo_url", "workspace",
+              "base_branch", "branch", "base_commit", "head_sha", "pr_url", "prompt", "limits",
+              "settings_snapshot", "outcome", "result", "usage", "cost_usd", "iterations",
+              "cancel_requested", "error_code", "error_message", "flowchart_run_id", "node_id")
+    data = {name: getattr(row, name) for name in fields}
+    for name in ("created_at", "started_at", "finished_at"):
+        data[name] = _when(getattr(row, name))
+    return data
+
+
+def tool_call_to_json(row: ToolCallRecord) -> dict[str, Any]:
+    fields = ("call_id", "cycle", "provider", "tool_name", "domain", "operation", "args", "ok",
+              "error_code", "duration_ms", "request_id", "correlation_id", "envelope")
+    data = {name: getattr(row, name) for name in fields}
+    data["created_at"], data["finished_at"] = _when(row.created_at), _when(row.finished_at)
+    return data

@@ -1,0 +1,38 @@
+"""A database-backed :class:`~services.execution.ports.IdempotencyStore`.
+
+Envelopes live in the ``tool_calls`` evidence row of ``(execution_id, call_id)``; the first
+``put`` wins and later ones change nothing, so a call dispatched again after a crash gets the
+recorded envelope back. The stored (and returned) envelope is redacted.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import select
+
+from services.db.evidence import record_tool_call
+from services.db.models import ToolCallRecord
+from services.db.redaction import Redactor
+from services.db.session import Database
+
+
+class DbIdempotencyStore:
+    def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
+        self._db = db
+        self._redactor = redactor or Redactor()
+
+    def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
+        with self._db.session() as session:
+            envelope = session.execute(
+                select(ToolCallRecord.envelope).where(
+                    ToolCallRecord.execution_id == execution_id,
+                    ToolCallRecord.call_id == call_id,
+                )
+            ).scalar_one_or_none()
+        return dict(envelope) if envelope is not None else None
+
+    def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
+        redacted = self._redactor.data(envelope)
+        with self._db.session() as session:
+            record_tool_call(session, execution_id, call_id, envelope=redacted)

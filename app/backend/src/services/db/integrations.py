@@ -1,0 +1,122 @@
+"""Integrations (GitHub): API URL and token, the token Fernet-encrypted at rest.
+
+The encryption key is derived from ``STUDIO_SECRET_KEY`` (HKDF-SHA256); without it a token is
+not stored. The token never leaves through an interface that prints: models mask it in ``repr``,
+:class:`GithubIntegration` holds it as a ``SecretStr``, :meth:`IntegrationRepository.describe`
+says only whether one is set.
+
+Environment first: ``STUDIO_GITHUB_TOKEN`` and ``STUDIO_GITHUB_API_URL`` (when set) win over the
+stored values, which win over the default API URL.
+"""
+
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+from pydantic import SecretStr
+
+from services.db.models import Integration
+from services.db.session import Database
+from services.execution.errors import ConfigError
+from services.settings import StudioSettings
+
+GITHUB = "github"
+Source = Literal["environment", "database", "default", "none"]
+
+
+def fernet_for(secret_key: SecretStr | None) -> Fernet:
+    """The cipher for secrets at rest; refuses without ``STUDIO_SECRET_KEY``."""
+    if secret_key is None or not secret_key.get_secret_value():
+        raise ConfigError("STUDIO_SECRET_KEY is not set: secrets cannot be stored encrypted")
+    key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"studio-secrets-at-rest",
+               info=b"fernet").derive(secret_key.get_secret_value().encode())
+    return Fernet(base64.urlsafe_b64encode(key))
+
+
+@dataclass(frozen=True)
+class GithubIntegration:
+    api_url: str
+    token: SecretStr | None
+    api_url_source: Source
+    token_source: Source
+
+
+class IntegrationRepository:
+    def __init__(self, db: Database, settings: StudioSettings) -> None:
+        self._db = db
+        self._settings = settings
+
+    def set_github(self, *, api_url: str | None, token: SecretStr | None) -> None:
+        """Store the API URL and/or the token (encrypted); ``None`` leaves a value unchanged."""
+        encrypted = None
+        if token is not None:
+            encrypted = fernet_for(self._settings.secret_key).encrypt(
+                token.get_secret_value().encode()
+            )
+        with self._db.session() as session:
+            row = session.get(Integration, GITHUB) or Integration(kind=GITHUB)
+            if api_url is not None:
+                row.api_url = api_url
+            if encrypted is not None:
+                row.token_encrypted = encrypted
+            session.add(row)
+
+    def clear_github_token(self) -> None:
+        with self._db.session() as session:
+            row = session.get(Integration, GITHUB)
+            if row is not None:
+                row.token_encrypted = None
+
+    def _row(self) -> Integration | None:
+        with self._db.session() as session:
+            return session.get(Integration, GITHUB)
+
+    def _api_url(self, row: Integration | None) -> tuple[str, Source]:
+        settings = self._settings
+        if "github_api_url" in settings.model_fields_set:
+            return settings.github_api_url, "environment"
+        if row is not None and row.api_url:
+            return row.api_url, "database"
+        return settings.github_api_url, "default"
+
+    def github(self) -> GithubIntegration:
+        """The effective GitHub integration (environment, then database, then defaults)."""
+        row = self._row()
+        api_url, url_source = self._api_url(row)
+        token, token_source = self._token(row)
+        return GithubIntegration(api_url, token, url_source, token_source)
+
+    def _token(self, row: Integration | None) -> tuple[SecretStr | None, Source]:
+        if self._settings.github_token is not None:
+            return self._settings.github_token, "environment"
+        if row is None or row.token_encrypted is None:
+            return None, "none"
+        try:
+            plain = fernet_for(self._settings.secret_key).decrypt(row.token_encrypted)
+        except InvalidToken as exc:
+            raise ConfigError(
+                "the stored GitHub token cannot be decrypted with this STUDIO_SECRET_KEY"
+            ) from exc
+        return SecretStr(plain.decode()), "database"
+
+    def describe(self) -> list[dict[str, Any]]:
+        """Every integration without secrets: kind, API URL, whether a token is set, sources.
+
+        Nothing is decrypted here, so it works without ``STUDIO_SECRET_KEY``.
+        """
+        row = self._row()
+        api_url, url_source = self._api_url(row)
+        token_source: Source = "none"
+        if self._settings.github_token is not None:
+            token_source = "environment"
+        elif row is not None and row.token_encrypted is not None:
+            token_source = "database"
+        return [{
+            "kind": GITHUB, "api_url": api_url, "api_url_source": url_source,
+            "token_set": token_source != "none", "token_source": token_source,
+        }]

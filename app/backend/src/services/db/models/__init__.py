@@ -1,0 +1,21 @@
+"""Every table, imported here so that ``Base.metadata`` is complete for Alembic."""
+
+from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
+from services.db.models.executions import ExecutionEvent, NodeExecution, ToolCallRecord
+from services.db.models.flowcharts import Edge, Flowchart, FlowchartRun, Node, new_id
+
+__all__ = [
+    "ApiToken",
+    "BudgetLedger",
+    "Edge",
+    "ExecutionEvent",
+    "Flowchart",
+    "FlowchartRun",
+    "Integration",
+    "McpServer",
+    "Node",
+    "NodeExecution",
+    "RuntimeSetting",
+    "ToolCallRecord",
+    "new_id",
+]

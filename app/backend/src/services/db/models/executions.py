@@ -1,0 +1,113 @@
+"""Node executions, their append-only event journal, and the tool-call evidence."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    Boolean,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+)
+from sqlalchemy.orm import Mapped, mapped_column
+
+from services.db.base import Base, UTCDateTime, utcnow
+from services.db.models.flowcharts import new_id
+
+
+class NodeExecution(Base):
+    """One agent execution: what was asked, under which settings, and how it ended.
+
+    ``event_seq`` is the last journal sequence number handed out (the per-execution counter);
+    the ``lease_*`` columns are for the executor's lease and heartbeat.
+    """
+
+    __tablename__ = "node_executions"
+
+    id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
+    flowchart_run_id: Mapped[str | None] = mapped_column(
+        ForeignKey("flowchart_runs.id", ondelete="SET NULL"), index=True
+    )
+    node_id: Mapped[str | None] = mapped_column(ForeignKey("nodes.id", ondelete="SET NULL"))
+    status: Mapped[str] = mapped_column(String(32), default="queued", index=True)
+    runtime: Mapped[str] = mapped_column(String(32), default="agent")
+    provider: Mapped[str] = mapped_column(String(64))
+    model: Mapped[str] = mapped_column(String(200))
+    repo_url: Mapped[str | None] = mapped_column(Text)
+    workspace: Mapped[str | None] = mapped_column(Text)
+    base_branch: Mapped[str | None] = mapped_column(String(255))
+    branch: Mapped[str | None] = mapped_column(String(255))
+    base_commit: Mapped[str | None] = mapped_column(String(64))
+    head_sha: Mapped[str | None] = mapped_column(String(64))
+    pr_url: Mapped[str | None] = mapped_column(Text)
+    prompt: Mapped[str] = mapped_column(Text)
+    limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    settings_snapshot: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    outcome: Mapped[str | None] = mapped_column(String(64))
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    usage: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    cost_usd: Mapped[float] = mapped_column(Float, default=0.0)
+    iterations: Mapped[int] = mapped_column(Integer, default=0)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    event_seq: Mapped[int] = mapped_column(Integer, default=0)
+    lease_owner: Mapped[str | None] = mapped_column(String(255))
+    lease_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+
+
+class ExecutionEvent(Base):
+    """The append-only journal: ``seq`` runs 1, 2, 3, ... without gaps per execution.
+
+    The primary key ``(execution_id, seq)`` is the uniqueness the journal relies on.
+    ``data`` is stored redacted.
+    """
+
+    __tablename__ = "execution_events"
+
+    execution_id: Mapped[str] = mapped_column(
+        ForeignKey("node_executions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    kind: Mapped[str] = mapped_column(String(32))
+    cycle: Mapped[int] = mapped_column(Integer, default=0)
+    data: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ToolCallRecord(Base):
+    """Evidence of one tool call, keyed ``(execution_id, call_id)``; also the idempotency store.
+
+    ``envelope`` (redacted) is set once, by whichever writer comes first, and never overwritten.
+    """
+
+    __tablename__ = "tool_calls"
+
+    execution_id: Mapped[str] = mapped_column(
+        ForeignKey("node_executions.id", ondelete="CASCADE"), primary_key=True
+    )
+    call_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    cycle: Mapped[int | None] = mapped_column(Integer)
+    provider: Mapped[str | None] = mapped_column(String(64))
+    tool_name: Mapped[str] = mapped_column(String(128))
+    domain: Mapped[str] = mapped_column(String(64))
+    operation: Mapped[str] = mapped_column(String(128))
+    args: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    envelope: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    ok: Mapped[bool | None] = mapped_column(Boolean)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    duration_ms: Mapped[float | None] = mapped_column(Float)
+    request_id: Mapped[str | None] = mapped_column(String(255))
+    correlation_id: Mapped[str | None] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -1,0 +1,133 @@
+"""Engines and sessions: :class:`Database` and :func:`open_database`.
+
+``STUDIO_DATABASE_URL`` selects the database: ``postgresql+psycopg://...`` in production (plain
+``postgresql://`` is read as psycopg 3), else the embedded default, a SQLite file
+``<data_dir>/studio.db``. An embedded SQLite database is migrated on open; a PostgreSQL database
+behind the migrations is refused with a request to run ``studio db upgrade``.
+
+SQLite runs in WAL mode with a busy timeout and foreign keys on, and every transaction starts with
+``BEGIN IMMEDIATE``: writers queue on the database lock up front instead of failing later with
+``SQLITE_BUSY`` when a read turns into a write (this is what makes the budget and the journal's
+sequence counter atomic across processes).
+"""
+
+from __future__ import annotations
+
+import fcntl
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.engine import make_url
+from sqlalchemy.orm import Session, sessionmaker
+
+from services.db import migrate
+from services.execution.errors import ConfigError
+from services.settings import StudioSettings, get_settings
+
+SQLITE_BUSY_TIMEOUT_MS = 30_000
+
+
+def resolve_url(settings: StudioSettings) -> str:
+    """The SQLAlchemy URL to use: the configured one, else ``<data_dir>/studio.db``."""
+    if settings.database_url is None:
+        return f"sqlite:///{Path(settings.data_dir) / 'studio.db'}"
+    url = settings.database_url.get_secret_value()
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix):]
+    return url
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    dbapi_connection.isolation_level = None  # we issue BEGIN ourselves (see the module docstring)
+    cursor = dbapi_connection.cursor()
+    cursor.execute(f"PRAGMA busy_timeout = {SQLITE_BUSY_TIMEOUT_MS}")
+    cursor.execute("PRAGMA journal_mode = WAL")
+    cursor.execute("PRAGMA synchronous = NORMAL")
+    cursor.execute("PRAGMA foreign_keys = ON")
+    cursor.close()
+
+
+def _sqlite_begin(connection: Any) -> None:
+    connection.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def create_db_engine(url: str) -> Engine:
+    """An engine for ``url``, with the SQLite settings described in the module docstring."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True)
+    if parsed.database and parsed.database != ":memory:":
+        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
+    event.listen(engine, "connect", _sqlite_pragmas)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def dialect_insert(session: Session) -> Any:
+    """The ``insert`` of the session's dialect (it has ``on_conflict_do_nothing`` on both)."""
+    name = session.get_bind().dialect.name
+    return postgresql.insert if name == "postgresql" else sqlite.insert
+
+
+class Database:
+    """An engine and its session factory; :meth:`session` commits at the boundary."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.sessionmaker = sessionmaker(engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """``postgresql`` or ``sqlite``."""
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """A session whose transaction commits when the block ends, and rolls back on error."""
+        with self.sessionmaker() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _migrate_sqlite(engine: Engine) -> None:
+    database = engine.url.database
+    if not database or database == ":memory:":
+        migrate.upgrade(engine)
+        return
+    lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
+    with lock_path.open("a") as lock:  # two processes opening a new database migrate one by one
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            migrate.upgrade(engine)
+        finally:
+            fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def open_database(settings: StudioSettings | None = None, *, check: bool = True) -> Database:
+    """Open the configured database; migrate it if it is the embedded SQLite file.
+
+    With ``check`` (the default), a PostgreSQL database that is not at the head revision raises
+    :class:`ConfigError`. ``studio db upgrade`` opens with ``check=False``.
+    """
+    settings = settings or get_settings()
+    engine = create_db_engine(resolve_url(settings))
+    if engine.dialect.name == "sqlite":
+        _migrate_sqlite(engine)
+    elif check:
+        current, heads = migrate.current_revisions(engine), migrate.head_revisions()
+        if current != heads:
+            engine.dispose()
+            raise ConfigError(
+                f"the database is at revision {sorted(current) or 'none'}, the code expects "
+                f"{sorted(heads)}: run `studio db upgrade`",
+                details={"current": sorted(current), "heads": sorted(heads)},
+            )
+    return Database(engine)
