@@ -33,7 +33,7 @@ class LiveConsoleSink:
     """An EventSink that narrates the run on stderr."""
 
     def __init__(self, console: Console | None = None) -> None:
-        self.console = console or Console(stderr=True, highlight=False)
+        self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
 
     def emit(self, event: AgentEvent) -> None:
         data = event.data

@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from services.cli import run, tools
+from services.cli import demo, run, tools
 
 app = typer.Typer(
     name="studio",
@@ -22,6 +22,7 @@ app = typer.Typer(
 )
 app.add_typer(tools.app, name="tools")
 app.command("run")(run.run_command)
+app.command("demo")(demo.demo_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -43,7 +43,8 @@ async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps,
 def run_in_workspace(
     *, workspace: Path, provider: str, prompt: str, model: str | None, script: Path | None,
     limits: AgentLimits, settings: StudioSettings, sinks: list[EventSink],
-    execution_id: str | None = None,
+    execution_id: str | None = None, branch: str | None = None,
+    default_branch: str | None = None,
 ) -> RunResult:
     """Run the loop on ``workspace`` once, with the sinks given (live output, journal ...)."""
     execution_id = execution_id or str(uuid.uuid4())
@@ -52,7 +53,8 @@ def run_in_workspace(
                                         run_dir=run_dir, script=script), settings)
     ctx = ToolDomainContext(
         workspace_root=workspace, execution_id=execution_id, request_id=str(uuid.uuid4()),
-        correlation_id=execution_id, sandbox=command_sandbox(settings),
+        correlation_id=execution_id, sandbox=command_sandbox(settings), branch=branch,
+        default_branch=default_branch,
         git_author_name=settings.git_author_name, git_author_email=settings.git_author_email,
     )
     deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx,

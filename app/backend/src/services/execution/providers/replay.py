@@ -92,10 +92,11 @@ class ReplayClient:
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
         turn = self._take()
-        usage = Usage()
+        usage = Usage(cost_usd=0.0)  # a replayed model costs nothing unless the script says so
         if turn is not None and turn.usage is not None:
             usage = Usage(input_tokens=turn.usage.input_tokens,
-                          output_tokens=turn.usage.output_tokens, cost_usd=turn.usage.cost_usd)
+                          output_tokens=turn.usage.output_tokens,
+                          cost_usd=turn.usage.cost_usd or 0.0)
         if turn is None or turn.final is not None:
             final = "the replay script has no more turns" if turn is None else turn.final
             text = final if isinstance(final, str) else json.dumps(final)
