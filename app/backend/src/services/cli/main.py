@@ -11,7 +11,7 @@ import sys
 import click
 import typer
 
-from services.cli import demo, run, tools
+from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
 
 app = typer.Typer(
     name="studio",
@@ -23,13 +23,18 @@ app = typer.Typer(
 app.add_typer(tools.app, name="tools")
 app.command("run")(run.run_command)
 app.command("demo")(demo.demo_command)
+app.add_typer(db.app, name="db")
+app.add_typer(runtime_settings.app, name="settings")
+app.command("killswitch")(runtime_settings.killswitch)
+app.add_typer(integrations.app, name="integrations")
+app.add_typer(executions.app, name="executions")
 
 
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        app(args=args, prog_name="studio", standalone_mode=False)
+        code = app(args=args, prog_name="studio", standalone_mode=False)
     except click.exceptions.Exit as exc:
         sys.exit(exc.exit_code)
     except click.exceptions.Abort:

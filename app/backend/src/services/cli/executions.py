@@ -1,0 +1,111 @@
+"""``studio executions list|show|cancel``: what ran, with which settings, and its evidence."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.cli.database import open_db
+from services.db.executions import (
+    ExecutionRepository,
+    UnknownExecution,
+    execution_to_json,
+    tool_call_to_json,
+)
+
+app = typer.Typer(help="Node executions and their evidence.", no_args_is_help=True)
+
+
+def _console() -> Console:
+    return Console(width=200, soft_wrap=False)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+@app.command("list")
+def list_executions(
+    limit: int = typer.Option(50, help="How many, most recent first."),
+    status: str | None = typer.Option(None, help="Only this status."),
+    as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
+) -> None:
+    """The most recent executions, with their full ids."""
+    db = open_db()
+    try:
+        rows = [execution_to_json(r) for r in ExecutionRepository(db).list(limit=limit,
+                                                                          status=status)]
+    finally:
+        db.dispose()
+    if as_json:
+        typer.echo(_compact(rows))
+        return
+    table = Table("id", "status", "outcome", "provider", "model", "iterations", "cost_usd",
+                  "created_at")
+    table.columns[0].no_wrap = True
+    for row in rows:
+        table.add_row(row["id"], row["status"], row["outcome"] or "", row["provider"],
+                      row["model"], str(row["iterations"]), f"{row['cost_usd']:.4f}",
+                      row["created_at"] or "")
+    _console().print(table)
+
+
+def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    console = _console()
+    summary = Table("field", "value", show_header=False)
+    for key in ("id", "status", "outcome", "runtime", "provider", "model", "repo_url", "branch",
+                "base_commit", "head_sha", "pr_url", "iterations", "cost_usd", "error_code",
+                "error_message", "created_at", "started_at", "finished_at"):
+        summary.add_row(key, "" if execution[key] is None else str(execution[key]))
+    for key in ("settings_snapshot", "limits", "usage"):
+        summary.add_row(key, _compact(execution[key]))
+    console.print(summary)
+    calls_table = Table("cycle", "call_id", "tool", "ok", "error_code", "duration_ms")
+    for call in calls:
+        ok = "-" if call["ok"] is None else ("yes" if call["ok"] else "no")
+        duration = "" if call["duration_ms"] is None else f"{call['duration_ms']:.1f}"
+        calls_table.add_row(str(call["cycle"]), call["call_id"],
+                            f"{call['domain']}.{call['operation']}", ok,
+                            call["error_code"] or "", duration)
+    console.print(calls_table)
+
+
+@app.command("show")
+def show(
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
+) -> None:
+    """One execution: its settings snapshot, each tool call with its outcome, usage and cost."""
+    db = open_db()
+    try:
+        repository = ExecutionRepository(db)
+        row = repository.get(execution_id)
+        calls = [tool_call_to_json(c) for c in repository.tool_calls(execution_id)]
+    finally:
+        db.dispose()
+    if row is None:
+        typer.echo(f"studio: no execution {execution_id}", err=True)
+        raise typer.Exit(1)
+    execution = execution_to_json(row)
+    if as_json:
+        typer.echo(_compact({**execution, "tool_calls": calls}))
+    else:
+        _show_rich(execution, calls)
+
+
+@app.command("cancel")
+def cancel(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Ask a running execution to stop before its next model or tool call."""
+    db = open_db()
+    try:
+        ExecutionRepository(db).request_cancel(execution_id)
+    except UnknownExecution as exc:
+        typer.echo(f"studio: no execution {execution_id}", err=True)
+        raise typer.Exit(1) from exc
+    finally:
+        db.dispose()
+    typer.echo(_compact({"id": execution_id, "cancel_requested": True}))

@@ -1,0 +1,69 @@
+"""``studio integrations set github`` and ``studio integrations show`` (tokens never printed)."""
+
+from __future__ import annotations
+
+import json
+import sys
+from enum import StrEnum
+from typing import Annotated
+
+import typer
+from pydantic import SecretStr
+
+from services.cli.database import open_db
+from services.db.integrations import IntegrationRepository
+from services.execution.errors import ConfigError
+from services.settings import get_settings
+
+app = typer.Typer(help="External services (GitHub).", no_args_is_help=True)
+
+
+class Kind(StrEnum):
+    GITHUB = "github"
+
+
+def _read_token() -> SecretStr:
+    token = sys.stdin.readline().strip()
+    if not token:
+        typer.echo("studio: no token on stdin", err=True)
+        raise typer.Exit(2)
+    return SecretStr(token)
+
+
+@app.command("set")
+def set_integration(
+    kind: Annotated[Kind, typer.Argument(help="Integration kind.")],
+    api_url: Annotated[str | None, typer.Option("--api-url", help="API base URL.")] = None,
+    token_stdin: Annotated[
+        bool, typer.Option("--token-stdin", help="Read the token from the first line of stdin.")
+    ] = False,
+) -> None:
+    """Store the API URL and, with --token-stdin, the token (encrypted with STUDIO_SECRET_KEY)."""
+    if api_url is None and not token_stdin:
+        typer.echo("studio: nothing to set; give --api-url and/or --token-stdin", err=True)
+        raise typer.Exit(2)
+    token = _read_token() if token_stdin else None
+    settings = get_settings()
+    db = open_db()
+    try:
+        repository = IntegrationRepository(db, settings)
+        repository.set_github(api_url=api_url, token=token)
+        described = repository.describe()
+    except ConfigError as exc:
+        typer.echo(f"studio: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        db.dispose()
+    typer.echo(f"{kind.value} integration saved", err=True)
+    typer.echo(json.dumps(described[0], separators=(",", ":")))
+
+
+@app.command("show")
+def show() -> None:
+    """Print each integration: API URL and whether a token is set (never the token)."""
+    db = open_db()
+    try:
+        described = IntegrationRepository(db, get_settings()).describe()
+    finally:
+        db.dispose()
+    typer.echo(json.dumps(described, separators=(",", ":")))

@@ -1,0 +1,87 @@
+"""``studio settings get|set|list`` and ``studio killswitch on|off``: runtime settings."""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from typing import Annotated, Any
+
+import typer
+
+from services.cli.database import open_db
+from services.db.runtime_settings import (
+    InvalidSettingValue,
+    SettingsRepository,
+    UnknownSetting,
+)
+
+app = typer.Typer(help="Runtime settings, read fresh by running executions.", no_args_is_help=True)
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def _parse(raw: str) -> Any:
+    """JSON when it parses (``true``, ``3``, ``2.5``), else the plain string."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError:
+        return raw
+
+
+def _store(key: str, value: Any) -> Any:
+    db = open_db()
+    try:
+        return SettingsRepository(db).set(key, value)
+    except (UnknownSetting, InvalidSettingValue) as exc:
+        typer.echo(f"studio: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        db.dispose()
+
+
+@app.command("get")
+def get(key: str) -> None:
+    """Print the effective value of KEY as JSON."""
+    db = open_db()
+    try:
+        value = SettingsRepository(db).get(key)
+    except UnknownSetting as exc:
+        typer.echo(f"studio: {exc}", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        db.dispose()
+    typer.echo(_compact(value))
+
+
+@app.command("set")
+def set_(key: str, value: str) -> None:
+    """Set KEY to VALUE (read as JSON, else as a string)."""
+    stored = _store(key, _parse(value))
+    typer.echo(f"{key} = {_compact(stored)}", err=True)
+    typer.echo(_compact({"key": key, "value": stored}))
+
+
+@app.command("list")
+def list_() -> None:
+    """Print every runtime setting with its effective value, as one JSON object."""
+    db = open_db()
+    try:
+        typer.echo(_compact(SettingsRepository(db).all()))
+    finally:
+        db.dispose()
+
+
+class Switch(StrEnum):
+    ON = "on"
+    OFF = "off"
+
+
+def killswitch(
+    state: Annotated[Switch, typer.Argument(help="on: stop every execution.")],
+) -> None:
+    """Engage (on) or release (off) the kill switch: executions stop before their next call."""
+    stored = _store("killswitch_engaged", state is Switch.ON)
+    typer.echo(f"kill switch {'engaged' if stored else 'released'}", err=True)
+    typer.echo(_compact({"key": "killswitch_engaged", "value": stored}))
