@@ -48,3 +48,4 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    sys.exit(code if isinstance(code, int) else 0)
