@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-import jsonschema
+import jsonschema  # type: ignore[import-untyped]
 import pytest
 
 from services.execution.providers import schema_profiles as sp
@@ -169,7 +169,7 @@ def test_recursive_refs_are_refused() -> None:
 def test_command_run_round_trip_through_strict_validates_against_the_args_model() -> None:
     spec = next(s for s in SPECS if s.name == "command_run")
     strict = sp.openai_strict(spec.neutral_schema())
-    sent = {name: None for name in strict["properties"]}
+    sent: dict[str, Any] = {name: None for name in strict["properties"]}
     sent.update(command="env", env=[{"name": "FOO", "value": "bar"}])
     jsonschema.validate(sent, strict)
     neutral = sp.openai_args_to_neutral(spec.name, sent, spec.neutral_schema())
