@@ -6,9 +6,11 @@ wrote, listed, moved or deleted nothing it should not have.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import stat
+import subprocess
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -124,14 +126,34 @@ def _create(layout: Layout, top: Path, entries: Mapping[str, Entry]) -> None:
             os.mkfifo(path)
 
 
+def _git(root: Path, *args: str) -> None:
+    env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(root.parent),
+           "GIT_CONFIG_NOSYSTEM": "1", "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    subprocess.run(["git", "-C", str(root), *args], env=env, check=True, capture_output=True)
+
+
 def build_layout(base: Path, extra: Mapping[str, Entry] | None = None,
-                 outside_extra: Mapping[str, Entry] | None = None) -> Layout:
-    """The base layout plus ``extra`` (workspace-relative) and ``outside_extra`` entries."""
+                 outside_extra: Mapping[str, Entry] | None = None,
+                 git_repo: bool = False) -> Layout:
+    """The base layout plus ``extra`` (workspace-relative) and ``outside_extra`` entries.
+
+    ``git_repo``: a real repository (one commit, a secret in ``.git/config``) instead of the
+    fake ``.git`` directory.
+    """
     layout = Layout(base=base, root=base / "ws", outside=base / "outside")
     layout.root.mkdir(parents=True)
     layout.outside.mkdir()
     _create(layout, layout.outside, {**BASE_OUTSIDE, **(outside_extra or {})})
-    _create(layout, layout.root, {**BASE_WORKSPACE, **(extra or {})})
+    entries = {**BASE_WORKSPACE, **(extra or {})}
+    if git_repo:
+        entries = {k: v for k, v in entries.items() if not k.startswith(".git/")}
+    _create(layout, layout.root, entries)
+    if git_repo:
+        _git(layout.root, "init", "-q", "-b", "main")
+        _git(layout.root, "config", "studio.secret", GIT_SECRET)
+        _git(layout.root, "add", "-A")
+        _git(layout.root, "commit", "-q", "-m", "base")
     return layout
 
 
@@ -146,14 +168,22 @@ def available_specs() -> list[ToolSpec]:
 
 
 def _optional_domain(name: str) -> tuple[ToolSpec, ...] | None:
-    import importlib
-
     try:
         module = importlib.import_module(f"services.execution.tool_domains.{name}")
     except ImportError:
         return None
     specs: tuple[ToolSpec, ...] = module.SPECS
     return specs
+
+
+def _plain_sandbox() -> Any:
+    """The unsandboxed command runner when the sandbox module exists: the command rows check
+    that ``cwd`` is refused before anything runs, not the sandbox itself."""
+    try:
+        module = importlib.import_module("services.execution.sandbox")
+    except ImportError:
+        return None
+    return module.NoSandbox()
 
 
 @dataclass
@@ -170,7 +200,7 @@ class Harness:
         return ToolDomainContext(
             workspace_root=self.layout.root, execution_id="exec-conf", request_id="req-1",
             correlation_id="corr-1", branch="studio/test", default_branch="main",
-            allow_workflow_changes=self.allow_workflows,
+            allow_workflow_changes=self.allow_workflows, sandbox=_plain_sandbox(),
         )
 
     def call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
