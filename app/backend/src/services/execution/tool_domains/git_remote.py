@@ -33,7 +33,7 @@ from services.execution.tool_domains.spec import ToolArgs
 REMOTE = "origin"
 FALLBACK_DEFAULT_BRANCHES = frozenset({"main", "master"})
 _NETWORK_OVERRIDES = re.compile(
-    r"^(url\..*\.(insteadof|pushinsteadof)|http\..*|remote\.origin\.proxy|core\.gitproxy)$",
+    r"^(url\..*\.(insteadof|pushinsteadof)|http\..*|remote\.origin\.(proxy|vcs)|core\.gitproxy)$",
     re.IGNORECASE,
 )
 
@@ -119,7 +119,8 @@ def _network_git(ctx: ToolDomainContext, args: list[str], url: str) -> str:
 def push(args: PushArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     target = push_target(ctx, args.branch)
     url = remote_url(ctx, push=True)
-    argv = ["push", "--no-verify", "--no-signed", "--no-follow-tags", "--recurse-submodules=no"]
+    argv = ["push", "--receive-pack=git-receive-pack", "--no-verify", "--no-signed",
+            "--no-follow-tags", "--recurse-submodules=no"]
     if args.set_upstream:
         argv.append("--set-upstream")
     argv += ["--end-of-options", REMOTE, f"refs/heads/{target}:refs/heads/{target}"]
@@ -130,7 +131,8 @@ def push(args: PushArgs, ctx: ToolDomainContext) -> dict[str, Any]:
 
 
 def fetch(args: FetchArgs, ctx: ToolDomainContext) -> dict[str, Any]:
-    argv = ["fetch", "--no-recurse-submodules", "--end-of-options", REMOTE]
+    argv = ["fetch", "--upload-pack=git-upload-pack", "--no-recurse-submodules",
+            "--end-of-options", REMOTE]
     if args.ref is not None:
         plain_value(args.ref, "ref")
         if ":" in args.ref or args.ref.startswith("+"):

@@ -10,8 +10,8 @@ crafted clone, whose ``.git/config``) it does not control. :func:`run_git` there
   workspace, and the author and committer identity of the execution;
 * overrides, on the command line (which wins over the repository's config), everything in the
   repository's config that could run a program or weaken the transport: hooks
-  (``core.hooksPath=/dev/null``), fsmonitor, pager, credential helpers, signing programs, the
-  ``uploadpack``/``receivepack`` programs of ``origin``, redirects, TLS verification; only the
+  (``core.hooksPath=/dev/null``), fsmonitor, pager, credential helpers, signing programs,
+  redirects, TLS verification; only the
   ``https``, ``http`` and ``file`` transports are allowed (never ``ext``, ``ssh`` or ``git``);
 * neutralizes every clean/smudge/process filter driver the repository's config declares, since
   ``.gitattributes`` in the worktree could select one;
@@ -19,7 +19,9 @@ crafted clone, whose ``.git/config``) it does not control. :func:`run_git` there
 * translates a failure once, into ``ToolFailure`` (``git_error``, ``push_rejected`` or
   ``auth_failed``) whose details carry the trimmed stderr with secrets redacted.
 
-Callers still pass ``--no-ext-diff --no-textconv`` to diff, show and log (see :data:`DIFF_SAFE`).
+Callers still pass ``--no-ext-diff --no-textconv`` to diff, show and log (see :data:`DIFF_SAFE`),
+and ``--receive-pack``/``--upload-pack`` to push and fetch: ``remote.<name>.receivepack`` keeps
+its *first* value, so a command-line ``-c`` cannot override the repository's.
 """
 
 from __future__ import annotations
@@ -59,8 +61,6 @@ HARDENING_CONFIG: tuple[tuple[str, str], ...] = (
     ("protocol.http.allow", "always"),
     ("protocol.file.allow", "always"),
     ("protocol.ext.allow", "never"),
-    ("remote.origin.uploadpack", "git-upload-pack"),
-    ("remote.origin.receivepack", "git-receive-pack"),
     ("commit.gpgSign", "false"),
     ("tag.gpgSign", "false"),
     ("push.gpgSign", "false"),
