@@ -293,6 +293,13 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length else b""
 
     def _send(self, reply: HttpReply) -> None:
+        try:
+            self._write(reply)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout): fine
+            log.debug("scripted model server: client went away before the reply to %s", self.path)
+            self.close_connection = True
+
+    def _write(self, reply: HttpReply) -> None:
         self.send_response(reply.status)
         self.send_header("Content-Type", reply.content_type)
         self.send_header("Content-Length", str(len(reply.body)))
