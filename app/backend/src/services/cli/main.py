@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import sys
 
-import click
 import typer
+
+# typer 0.29 ships its own copy of click; its exceptions are the ones raised here.
+from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
 
@@ -35,17 +37,17 @@ def main(argv: list[str] | None = None) -> None:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         code = app(args=args, prog_name="studio", standalone_mode=False)
-    except click.exceptions.Exit as exc:
+    except typer.Exit as exc:
         sys.exit(exc.exit_code)
-    except click.exceptions.Abort:
+    except typer.Abort:
         sys.exit(130)
-    except click.UsageError as exc:
+    except click_errors.UsageError as exc:
         if args[:2] == ["tools", "call"]:
             tools.print_usage_error(args[2:], exc.format_message())
             sys.exit(2)
         exc.show()
         sys.exit(2)
-    except click.ClickException as exc:
+    except click_errors.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
     sys.exit(code if isinstance(code, int) else 0)
