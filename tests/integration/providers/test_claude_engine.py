@@ -132,21 +132,43 @@ def test_a_tool_call_reaches_the_gateway_and_its_result_the_model(dirs: dict[str
     assert list(dirs["scratch"].iterdir()) == []  # the ephemeral config dir is gone
 
 
+def test_two_calls_in_one_turn_are_dispatched_in_order(dirs: dict[str, Path]) -> None:
+    gateway = RecordingGateway()
+    both = tool_calls([("mcp__studio__workspace_read_file", {"path": "a.txt"}),
+                       ("mcp__studio__git_status", {})])
+    with ScriptedModelServer([both, text("ok")]) as server:
+        outcome = run(make_engine(server, dirs), gateway)
+
+    sent = server.requests_for("anthropic")
+    [turn] = server.assistant_tool_turns(sent[1])
+    ids = [call.call_id for call in turn.calls]
+    assert gateway.calls == [(ids[0], "workspace_read_file", {"path": "a.txt"}),
+                             (ids[1], "git_status", {})]
+    assert [r.call_id for r in server.tool_results(sent[1])] == ids
+    assert outcome.stop_reason == "end_turn" and outcome.turns == 2
+
+
 def test_max_turns_ends_the_session_with_error_max_turns(dirs: dict[str, Path]) -> None:
     gateway = RecordingGateway()
     with ScriptedModelServer([READ_CALL] * 5) as server:
         outcome = run(make_engine(server, dirs), gateway, max_turns=1)
 
-    assert outcome.stop_reason == "error_max_turns"
+    assert outcome.stop_reason == "error_max_turns" and outcome.turns == 1
     assert STOP_REASON_CODES[outcome.stop_reason] is ErrorCode.MAX_ITERATIONS_EXCEEDED
     assert len(server.requests_for("anthropic")) == 1 and len(gateway.calls) == 1
 
 
-def test_the_api_key_travels_only_in_the_auth_header(dirs: dict[str, Path]) -> None:
+def test_key_and_base_url_from_the_environment_key_only_in_the_auth_header(
+    dirs: dict[str, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
     with ScriptedModelServer([READ_CALL, text("ok")]) as server:
-        run(make_engine(server, dirs), RecordingGateway())
+        monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        engine = make_engine(server, dirs, api_key=None, base_url=None,
+                             env=claude_env_from(os.environ))
+        outcome = run(engine, RecordingGateway())
     sent = server.requests_for("anthropic")
-    assert len(sent) == 2
+    assert len(sent) == 2 and outcome.stop_reason == "end_turn"
     for record in sent:
         assert_no_credential_outside_auth(record, KEY)
 

@@ -94,7 +94,7 @@ class _Session:
     last_text: str = ""
     assistant_error: str | None = None
     failure: Exception | None = None
-    messages: int = 0
+    model_replies: set[str] = field(default_factory=set)
 
 
 class ClaudeEngine:
@@ -204,11 +204,10 @@ class ClaudeEngine:
         try:
             await client.connect()
             self._client = client
-            if self._interrupt_requested:
-                await client.interrupt()
-            await client.query(prompt)
-            async for message in client.receive_response():
-                _observe(session, message)
+            if not self._interrupt_requested:  # interrupted while the CLI was starting
+                await client.query(prompt)
+                async for message in client.receive_response():
+                    _observe(session, message)
         except CLINotFoundError as exc:
             session.failure = ConfigError(f"Claude Code CLI not found: {exc}")
         except ClaudeSDKError as exc:
@@ -238,7 +237,7 @@ class ClaudeEngine:
         outcome = SessionOutcome(
             final_text=_final_text(session),
             usage=_usage(result),
-            turns=result.num_turns if result else 0,
+            turns=len(session.model_replies),
             stop_reason=self._stop_reason(result),
             transcript_path=transcript,
         )
@@ -267,11 +266,12 @@ class ClaudeEngine:
 
 
 def _observe(session: _Session, message: Message) -> None:
-    session.messages += 1
     if isinstance(message, AssistantMessage):
         if message.error is not None:
             session.assistant_error = message.error
         if message.parent_tool_use_id is None:
+            # one model reply arrives as several messages (one per content block), same id
+            session.model_replies.add(message.message_id or message.uuid or str(id(message)))
             text = "".join(b.text for b in message.content if isinstance(b, TextBlock))
             if text:
                 session.last_text = text

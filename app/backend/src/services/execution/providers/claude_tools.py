@@ -17,6 +17,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
+import anyio
 from claude_agent_sdk import McpSdkServerConfig
 from mcp.server import Server
 from mcp.server.context import ServerRequestContext
@@ -50,25 +51,32 @@ def allowed_tool_name(tool_name: str) -> str:
 
 
 class GatewayBridge:
-    """Forwards the CLI's tool calls to the gateway; remembers the first exception it raised."""
+    """Forwards the CLI's tool calls to the gateway; remembers the first exception it raised.
+
+    Calls are dispatched one at a time, in the order the CLI sent them (the CLI may run several
+    tool calls of one turn concurrently): the journal, idempotency and the guards see the same
+    sequential order as with the turn-based providers.
+    """
 
     def __init__(self, gateway: ToolGateway, on_stop: Callable[[], None]) -> None:
         self._gateway = gateway
         self._on_stop = on_stop
+        self._lock = anyio.Lock()
         self.stop_error: Exception | None = None
         self.calls = 0
 
     async def call(self, call_id: str | None, name: str, args: dict[str, Any]) -> CallToolResult:
         """One tool call: the envelope as JSON text, ``isError`` when the envelope is not ok."""
-        if self.stop_error is not None:
-            return _text_result(f"stopped: {self.stop_error}", is_error=True)
-        self.calls += 1
-        try:
-            envelope = await self._gateway.call_tool(call_id, name, args)
-        except Exception as exc:  # kept, re-raised by the engine once the CLI has stopped
-            self.stop_error = exc
-            self._on_stop()
-            return _text_result(f"stopped: {exc}", is_error=True)
+        async with self._lock:
+            if self.stop_error is not None:
+                return _text_result(f"stopped: {self.stop_error}", is_error=True)
+            self.calls += 1
+            try:
+                envelope = await self._gateway.call_tool(call_id, name, args)
+            except Exception as exc:  # kept, re-raised by the engine once the CLI has stopped
+                self.stop_error = exc
+                self._on_stop()
+                return _text_result(f"stopped: {exc}", is_error=True)
         text = json.dumps(envelope, ensure_ascii=False, separators=(",", ":"), default=str)
         return _text_result(text, is_error=not envelope.get("ok", False))
 
