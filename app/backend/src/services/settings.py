@@ -71,3 +71,8 @@ def provider_secret_values() -> list[str]:
 def process_environment() -> dict[str, str]:
     """A copy of the process environment, for adapters that filter it through an allowlist."""
     return dict(os.environ)
+
+
+def mcp_base_environment() -> dict[str, str]:
+    """What a stdio MCP server inherits besides its configured env: the locale only."""
+    return {name: value for name in ("LANG", "LC_ALL") if (value := os.environ.get(name))}

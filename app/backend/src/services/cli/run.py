@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import tempfile
 import uuid
@@ -16,13 +17,14 @@ from services.composition import PROVIDERS, EngineRequest, build_engine, command
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.errors import ConfigError
 from services.execution.guards import AgentLimits
+from services.execution.mcp_bridge import McpHub
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink, ModelClient, SelfDrivingEngine
 from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
-from services.settings import StudioSettings, get_settings
+from services.settings import StudioSettings, get_settings, mcp_base_environment
 
 
 def _usage_error(message: str) -> None:
@@ -57,9 +59,15 @@ def run_in_workspace(
         default_branch=default_branch,
         git_author_name=settings.git_author_name, git_author_email=settings.git_author_email,
     )
-    deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx,
-                     sink=FanOutSink(sinks), limits=limits)
-    return anyio.run(_drive, engine, deps, prompt)
+    registry = default_registry()
+    with contextlib.ExitStack() as stack:
+        if settings.mcp_config is not None:
+            hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
+                                                       base_env=mcp_base_environment()))
+            hub.register(registry)
+        deps = AgentDeps(dispatcher=Dispatcher(registry), ctx=ctx, sink=FanOutSink(sinks),
+                         limits=limits)
+        return anyio.run(_drive, engine, deps, prompt)
 
 
 def run_command(
