@@ -17,6 +17,7 @@ from services.db.base import utcnow
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.settings import get_settings
 
 FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stalled"})
 
@@ -28,7 +29,7 @@ class UnknownExecution(LookupError):
 class ExecutionRepository:
     def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
         self._db = db
-        self._redactor = redactor or Redactor()
+        self._redactor = redactor or Redactor.from_settings(get_settings())
 
     def create(
         self,

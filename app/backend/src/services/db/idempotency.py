@@ -15,12 +15,13 @@ from services.db.evidence import record_tool_call
 from services.db.models import ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.settings import get_settings
 
 
 class DbIdempotencyStore:
     def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
         self._db = db
-        self._redactor = redactor or Redactor()
+        self._redactor = redactor or Redactor.from_settings(get_settings())
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
         with self._db.session() as session:

@@ -26,6 +26,7 @@ from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.errors import ExecutionError
 from services.execution.ports import AgentEvent, AgentEventKind
+from services.settings import get_settings
 
 
 class StaleLease(ExecutionError):
@@ -37,7 +38,7 @@ class DbEventSink:
         self, db: Database, redactor: Redactor | None = None, *, lease_epoch: int | None = None
     ) -> None:
         self._db = db
-        self._redactor = redactor or Redactor()
+        self._redactor = redactor or Redactor.from_settings(get_settings())
         self._lease_epoch = lease_epoch
 
     def emit(self, event: AgentEvent) -> None:
