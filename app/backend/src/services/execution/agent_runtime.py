@@ -46,6 +46,7 @@ from services.execution.ports import (
     ModelClient,
     RunControl,
     SelfDrivingEngine,
+    SessionOutcome,
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
@@ -275,13 +276,21 @@ class FrontierAgent:
 
         gateway = LoopToolGateway(self, engine)
         self._check_before_model_call()
+        session: SessionOutcome | None = None
         with anyio.move_on_after(max(self._remaining_wall_clock(), 0.001)) as scope:
-            session = await engine.run_session(
-                system=self.system, prompt=task, tools=self.tools, gateway=gateway,
-                max_turns=self.deps.limits.max_iterations,
-                max_budget_usd=self.deps.limits.max_budget_usd,
-            )
-        if scope.cancelled_caught:
+            try:
+                session = await engine.run_session(
+                    system=self.system, prompt=task, tools=self.tools, gateway=gateway,
+                    max_turns=self.deps.limits.max_iterations,
+                    max_budget_usd=self.deps.limits.max_budget_usd,
+                )
+            except StopRun:
+                # the engine re-raises a guard's stop once its session has ended; what the
+                # session used still counts
+                session = getattr(engine, "last_outcome", None)
+                if session is None:
+                    raise
+        if scope.cancelled_caught or session is None:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
         return gateway.conclude(session, messages)
 
