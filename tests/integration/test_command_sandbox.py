@@ -266,6 +266,23 @@ def test_landlock_confines_writes(
         assert marker not in result["stdout"] and result["exit_code"] != 0
 
 
+def test_landlock_hides_other_processes_environment(
+    landlock_ctx: ToolDomainContext, workspace: Path
+) -> None:
+    """A process of the harness's uid holding a secret in its environment (like the harness)."""
+    secret = f"sk-secret-{uuid.uuid4().hex}"
+    holder = subprocess.Popen(["sleep", "120"], env={"OPENAI_API_KEY": secret})
+    try:
+        script = f"tr '\\0' '\\n' < /proc/{holder.pid}/environ"
+        result = _result(run_command(landlock_ctx, command=script), "landlock")
+        assert secret not in result["stdout"] and result["exit_code"] != 0
+        control = command_context(workspace, NoSandbox())
+        assert secret in _result(run_command(control, command=script), "none")["stdout"]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
 def test_landlock_keeps_git_read_only(git_workspace: Path, landlock_ctx: ToolDomainContext) -> None:
     hook = git_workspace / ".git" / "hooks" / "pre-commit"
     result = _result(run_command(landlock_ctx, command="echo x > .git/hooks/pre-commit"),

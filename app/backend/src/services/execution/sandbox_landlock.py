@@ -7,7 +7,9 @@ the forked child (``preexec``), so the harness itself is never restricted.
 Rules (every right not granted is denied):
 
 * the system allowlist of :mod:`services.execution.sandbox_layout`: read and execute;
-* ``/proc``: read; ``/dev``: list, and read/write on the harmless character devices only;
+* ``/proc``: read on a few global files (``cpuinfo``, ``meminfo``, ``sys``...), never on
+  process directories (the harness's ``environ``!), not even ``/proc/self``;
+  ``/dev``: list, and read/write on the harmless character devices only;
 * the workspace root directory: read; each of its entries except ``.git``: everything
   (recursively); ``.git``: read;
 * the caller's per-command scratch directories (``HOME``, ``TMPDIR``): everything.
@@ -32,6 +34,12 @@ from services.execution.sandbox_layout import readable_system_paths
 
 DEVICES = (
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
+)
+# Never /proc/<pid>: /proc/<pid>/environ of the harness (same uid) holds its secrets. Nor
+# /proc/self: procfs re-creates a process's inodes at exec, so a rule on it would not survive.
+PROC_READABLE = (
+    "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/loadavg",
+    "/proc/uptime", "/proc/version", "/proc/sys", "/sys/devices/system/cpu",
 )
 
 Rule = tuple[str, int]
@@ -82,7 +90,8 @@ def build_rules(workspace: Path, env: Mapping[str, str]) -> list[Rule]:
     """The ruleset for one command (computed in the parent; symlinks never get a rule)."""
     r = _rights()
     wanted: list[Rule] = [(str(p), r["read_exec"]) for p in readable_system_paths()]
-    wanted += [("/proc", r["read"]), ("/dev", r["list"])]
+    wanted += [(path, r["read"]) for path in PROC_READABLE]
+    wanted.append(("/dev", r["list"]))
     wanted += [(dev, r["device"]) for dev in DEVICES]
     wanted.append((str(workspace), r["read_exec"]))
     with os.scandir(workspace) as entries:

@@ -148,15 +148,14 @@ def check_model_env(env: dict[str, str]) -> None:
 
 
 def command_environment(model_env: dict[str, str], scratch: Path) -> dict[str, str]:
-    """The whole environment of a command: the allowlist, the model's variables, scratch dirs."""
-    home = scratch / "home"
-    tmp = scratch / "tmp"
-    home.mkdir(exist_ok=True)
-    tmp.mkdir(exist_ok=True)
+    """The whole environment of a command: the allowlist, the model's variables, a scratch dir.
+
+    ``scratch`` (empty, per command, removed afterwards) serves as both ``HOME`` and ``TMPDIR``.
+    """
     env = dict(BASE_ENVIRONMENT)
     env.update(model_env)
-    env["HOME"] = str(home)
-    env["TMPDIR"] = str(tmp)
+    env["HOME"] = str(scratch)
+    env["TMPDIR"] = str(scratch)
     return env
 
 
