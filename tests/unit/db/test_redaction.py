@@ -1,0 +1,53 @@
+"""The Redactor on its own: configured values, token shapes, secret-named keys."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+from pydantic import SecretStr
+
+from services.db.redaction import REDACTED, Redactor
+from services.settings import StudioSettings
+
+
+def test_configured_values_and_their_basic_auth_form() -> None:
+    redactor = Redactor(["plain-opaque-value-42"])
+    basic = base64.b64encode(b"x-access-token:plain-opaque-value-42").decode()
+    assert redactor.text("a plain-opaque-value-42 b") == f"a {REDACTED} b"
+    assert basic not in redactor.text(f"header {basic}")
+
+
+def test_token_shapes_and_headers() -> None:
+    redactor = Redactor()
+    cases = {
+        "ghp_" + "a" * 36: REDACTED,
+        "github_pat_" + "B" * 30: REDACTED,
+        "sk-" + "c" * 40: REDACTED,
+        "Authorization: Basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0": f"Authorization: {REDACTED}",
+        "Bearer abcdefghijklmnop": f"Bearer {REDACTED}",
+        "https://user:pa55word@example.test/r.git": f"https://user:{REDACTED}@example.test/r.git",
+    }
+    for text, expected in cases.items():
+        assert redactor.text(text) == expected
+    assert redactor.text("nothing secret here") == "nothing secret here"
+
+
+def test_nested_data_and_secret_named_keys() -> None:
+    data = {"env": {"GITHUB_TOKEN": "opaque", "PATH": "/bin"}, "usage": {"input_tokens": 3},
+            "list": ["x", {"api_key": "k"}]}
+    assert Redactor().data(data) == {"env": {"GITHUB_TOKEN": REDACTED, "PATH": "/bin"},
+                                     "usage": {"input_tokens": 3},
+                                     "list": ["x", {"api_key": REDACTED}]}
+
+
+def test_from_settings_collects_every_secret(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "provider-key-from-env")
+    settings = StudioSettings(
+        github_token=SecretStr("tok-from-settings-1"), secret_key=SecretStr("key-from-settings"),
+        database_url=SecretStr("postgresql://u:dbpassword99@h/db"),
+    )
+    redactor = Redactor.from_settings(settings, extra=["extra-secret-x"])
+    text = "tok-from-settings-1 key-from-settings dbpassword99 extra-secret-x provider-key-from-env"
+    assert redactor.text(text) == " ".join([REDACTED] * 5)
+    assert Redactor(["short"]).text("short") == "short"  # too short to be a secret
