@@ -8,8 +8,9 @@ transaction that dies (even by SIGKILL) takes its number with it, so ``seq`` run
 without gaps. The ``(execution_id, seq)`` primary key backs this up.
 
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
-redacted before it is stored. When a lease epoch is given, a write from a process whose epoch is
-no longer the execution's raises :class:`StaleLease` and writes nothing.
+redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``).
+When a lease epoch is given, a write from a process whose epoch is no longer the execution's
+raises :class:`StaleLease` and writes nothing.
 """
 
 from __future__ import annotations
