@@ -55,6 +55,10 @@ class GeminiClient:
             base_url=base_url or None,  # None: the SDK reads GOOGLE_GEMINI_BASE_URL
             timeout=int(timeout_s * 1000),
             retry_options=genai_types.HttpRetryOptions(attempts=1),
+            # An explicit httpx2 transport: without it the SDK switches to aiohttp whenever
+            # aiohttp happens to be installed (the kubernetes client brings it), and its
+            # errors and timeouts differ.
+            async_client_args={"transport": httpx2.AsyncHTTPTransport()},
         )
         try:
             self._client = client or genai.Client(api_key=api_key, http_options=options)
