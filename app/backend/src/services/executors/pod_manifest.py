@@ -1,0 +1,248 @@
+"""The Kubernetes Job of one execution: a pure function of the execution id and the settings.
+
+:func:`build_job` builds a ``batch/v1`` Job with the official client's models and talks to no
+API server (submitting, watching and deleting it is :mod:`services.executors.kubernetes`). The
+Job runs ``studio execute <execution_id>`` once (``backoffLimit: 0``; a retry is the dispatcher's
+decision, made with a lease, not Kubernetes'), as a non-root user on a read-only root filesystem,
+with ``emptyDir`` volumes for the workspace, ``/tmp`` and the home directory, resource limits, a
+deadline and a TTL. Secrets reach the container only as ``valueFrom.secretKeyRef``: the manifest
+never holds a secret value, so it can be logged, stored and diffed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubernetes import client
+
+EXECUTOR_NAME = "studio-executor"
+EXECUTION_ID_LABEL = "studio.dev/execution-id"
+CONTAINER_NAME = "executor"
+JOB_NAME_PREFIX = "studio-exec-"
+SHORT_ID_LENGTH = 12
+WORKSPACE_DIR = "/workspace"
+HOME_DIR = "/home/studio"
+TMP_DIR = "/tmp"
+
+# A label value: at most 63 characters, alphanumerics at both ends.
+_LABEL_VALUE = re.compile(r"^[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$")
+# Names that carry credentials: they may come from a Secret, never as a literal value.
+_SECRET_NAME_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL", "DATABASE_URL")
+
+
+@dataclass(frozen=True)
+class SecretEnv:
+    """One environment variable read from the executor Secret (``key`` defaults to ``name``)."""
+
+    name: str
+    optional: bool = False
+    key: str | None = None
+
+
+DEFAULT_SECRET_ENV: tuple[SecretEnv, ...] = (
+    SecretEnv("STUDIO_DATABASE_URL"),
+    SecretEnv("STUDIO_SECRET_KEY"),
+    SecretEnv("STUDIO_GITHUB_TOKEN"),
+    SecretEnv("OPENAI_API_KEY", optional=True),
+    SecretEnv("GEMINI_API_KEY", optional=True),
+    SecretEnv("ANTHROPIC_API_KEY", optional=True),
+)
+
+
+@dataclass(frozen=True)
+class JobSettings:
+    """Deployment knobs of the executor Job (the Helm chart's ``executor.*`` values)."""
+
+    service_account_name: str = EXECUTOR_NAME
+    secret_name: str = "studio-executor-secrets"
+    secret_env: tuple[SecretEnv, ...] = DEFAULT_SECRET_ENV
+    # Commands in a pod: Landlock works unprivileged; bubblewrap only where user namespaces
+    # are allowed. ``required`` takes the strongest that works and refuses commands otherwise.
+    sandbox_mode: str = "required"
+    extra_env: Mapping[str, str] = field(default_factory=dict)
+    active_deadline_seconds: int = 3600
+    ttl_seconds_after_finished: int = 3600
+    termination_grace_period_seconds: int = 30
+    cpu_request: str = "500m"
+    cpu_limit: str = "2"
+    memory_request: str = "1Gi"
+    memory_limit: str = "4Gi"
+    # Covers the emptyDir volumes below plus logs; keep it above their sum.
+    ephemeral_storage_request: str = "2Gi"
+    ephemeral_storage_limit: str = "8Gi"
+    workspace_size_limit: str = "6Gi"
+    tmp_size_limit: str = "1Gi"
+    home_size_limit: str = "512Mi"
+    run_as_user: int = 10001
+    run_as_group: int = 10001
+    fs_group: int = 10001
+    image_pull_policy: str = "IfNotPresent"
+    image_pull_secrets: tuple[str, ...] = ()
+    # ``False`` asks for a user-namespaced pod (Kubernetes >= 1.30 with UserNamespacesSupport),
+    # where bubblewrap can create its namespaces; ``None`` leaves the field out.
+    host_users: bool | None = None
+    priority_class_name: str | None = None
+
+
+def job_name(execution_id: str) -> str:
+    """``studio-exec-<short id>``: a DNS-1123 name derived from the execution id.
+
+    The short id is the id's first alphanumerics (a uuid4 gives 12 hex digits); an id with fewer
+    than that is hashed. A collision is caught at launch by the execution-id label.
+    """
+    compact = re.sub(r"[^a-z0-9]", "", execution_id.lower())
+    if len(compact) < SHORT_ID_LENGTH:
+        compact = hashlib.sha256(execution_id.encode()).hexdigest()
+    return JOB_NAME_PREFIX + compact[:SHORT_ID_LENGTH]
+
+
+def job_labels(execution_id: str) -> dict[str, str]:
+    return {
+        "app.kubernetes.io/name": EXECUTOR_NAME,
+        "app.kubernetes.io/component": "executor",
+        "app.kubernetes.io/managed-by": "studio",
+        EXECUTION_ID_LABEL: execution_id,
+    }
+
+
+def execution_selector(execution_id: str) -> str:
+    """The label selector of one execution's Job."""
+    return f"app.kubernetes.io/name={EXECUTOR_NAME},{EXECUTION_ID_LABEL}={execution_id}"
+
+
+def build_job(
+    execution_id: str, *, image: str, namespace: str, settings: JobSettings
+) -> client.V1Job:
+    """The Job that runs ``studio execute <execution_id>`` in ``namespace``."""
+    if not _LABEL_VALUE.match(execution_id):
+        raise ValueError(f"execution id {execution_id!r} is not usable as a label value")
+    _check_extra_env(settings)
+    labels = job_labels(execution_id)
+    return client.V1Job(
+        api_version="batch/v1",
+        kind="Job",
+        metadata=client.V1ObjectMeta(
+            name=job_name(execution_id), namespace=namespace, labels=labels
+        ),
+        spec=client.V1JobSpec(
+            backoff_limit=0,
+            active_deadline_seconds=settings.active_deadline_seconds,
+            ttl_seconds_after_finished=settings.ttl_seconds_after_finished,
+            template=client.V1PodTemplateSpec(
+                metadata=client.V1ObjectMeta(labels=labels),
+                spec=_pod_spec(execution_id, image, settings),
+            ),
+        ),
+    )
+
+
+def job_to_dict(job: client.V1Job) -> dict[str, Any]:
+    """The Job as the JSON the API server receives (camelCase keys, no ``None`` fields)."""
+    serialize = client.ApiClient().sanitize_for_serialization
+    data = serialize(job)  # type: ignore[no-untyped-call]  # the client leaves it unannotated
+    if not isinstance(data, dict):
+        raise TypeError("a V1Job serialises to a JSON object")
+    return data
+
+
+def _pod_spec(execution_id: str, image: str, settings: JobSettings) -> client.V1PodSpec:
+    return client.V1PodSpec(
+        restart_policy="Never",
+        service_account_name=settings.service_account_name,
+        automount_service_account_token=False,
+        enable_service_links=False,
+        termination_grace_period_seconds=settings.termination_grace_period_seconds,
+        host_users=settings.host_users,
+        priority_class_name=settings.priority_class_name,
+        image_pull_secrets=[
+            client.V1LocalObjectReference(name=name) for name in settings.image_pull_secrets
+        ]
+        or None,
+        security_context=client.V1PodSecurityContext(
+            run_as_non_root=True,
+            run_as_user=settings.run_as_user,
+            run_as_group=settings.run_as_group,
+            fs_group=settings.fs_group,
+            seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
+        ),
+        containers=[_container(execution_id, image, settings)],
+        volumes=[
+            _empty_dir("workspace", settings.workspace_size_limit),
+            _empty_dir("tmp", settings.tmp_size_limit),
+            _empty_dir("home", settings.home_size_limit),
+        ],
+    )
+
+
+def _container(execution_id: str, image: str, settings: JobSettings) -> client.V1Container:
+    return client.V1Container(
+        name=CONTAINER_NAME,
+        image=image,
+        image_pull_policy=settings.image_pull_policy,
+        command=["studio", "execute", execution_id],
+        working_dir=WORKSPACE_DIR,
+        env=_env(settings),
+        resources=client.V1ResourceRequirements(
+            requests={
+                "cpu": settings.cpu_request,
+                "memory": settings.memory_request,
+                "ephemeral-storage": settings.ephemeral_storage_request,
+            },
+            limits={
+                "cpu": settings.cpu_limit,
+                "memory": settings.memory_limit,
+                "ephemeral-storage": settings.ephemeral_storage_limit,
+            },
+        ),
+        security_context=client.V1SecurityContext(
+            run_as_non_root=True,
+            read_only_root_filesystem=True,
+            allow_privilege_escalation=False,
+            privileged=False,
+            capabilities=client.V1Capabilities(drop=["ALL"]),
+        ),
+        volume_mounts=[
+            client.V1VolumeMount(name="workspace", mount_path=WORKSPACE_DIR),
+            client.V1VolumeMount(name="tmp", mount_path=TMP_DIR),
+            client.V1VolumeMount(name="home", mount_path=HOME_DIR),
+        ],
+    )
+
+
+def _env(settings: JobSettings) -> list[client.V1EnvVar]:
+    plain = {
+        "STUDIO_WORKSPACE_DIR": WORKSPACE_DIR,
+        "STUDIO_SANDBOX": settings.sandbox_mode,
+        "HOME": HOME_DIR,
+        "TMPDIR": TMP_DIR,
+        **settings.extra_env,
+    }
+    variables = [client.V1EnvVar(name=name, value=value) for name, value in plain.items()]
+    for secret in settings.secret_env:
+        selector = client.V1SecretKeySelector(
+            name=settings.secret_name,
+            key=secret.key or secret.name,
+            optional=True if secret.optional else None,
+        )
+        source = client.V1EnvVarSource(secret_key_ref=selector)
+        variables.append(client.V1EnvVar(name=secret.name, value_from=source))
+    return variables
+
+
+def _check_extra_env(settings: JobSettings) -> None:
+    secret_names = {secret.name for secret in settings.secret_env}
+    for name in settings.extra_env:
+        if name in secret_names or any(hint in name.upper() for hint in _SECRET_NAME_HINTS):
+            raise ValueError(
+                f"{name} looks like a credential: give it through the executor Secret "
+                "(secret_env), never as a literal value in the Job"
+            )
+
+
+def _empty_dir(name: str, size_limit: str) -> client.V1Volume:
+    source = client.V1EmptyDirVolumeSource(size_limit=size_limit)
+    return client.V1Volume(name=name, empty_dir=source)
