@@ -91,6 +91,7 @@ def serve_http() -> None:
     """Serve streamable HTTP on a free port of 127.0.0.1 until stdin closes."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # listening before the port is announced: early clients queue, not fail
     app = build_server("demo-http").streamable_http_app()
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
 
