@@ -1,0 +1,260 @@
+"""The Kubernetes substrate: one batch/v1 Job per execution, through the official client.
+
+Submitting, watching and deleting live here; the manifest comes from the pure
+:func:`services.executors.pod_manifest.build_job`. The substrate is handed a configured
+``BatchV1Api`` (in-cluster config in production, any ``Configuration(host=...)`` in tests).
+
+* ``launch`` creates the Job; a 409 for a Job of the *same* execution means it was launched
+  already (a redelivered task), so launching is idempotent.
+* ``status`` reads the Job's status; a Job that no longer exists (deleted, or removed by its TTL)
+  is ``unknown``.
+* ``wait`` lists the execution's Job, then watches it from that list's resourceVersion, so no
+  transition between the two is lost.
+* ``cancel`` deletes the Job with background propagation (its pod goes with it).
+
+API failures become :class:`~services.execution.errors.SubstrateError` (code ``substrate_error``)
+whose ``details["reason"]`` is one of ``invalid``, ``unauthorized``, ``forbidden``,
+``not_found``, ``conflict``, ``name_conflict``, ``throttled``, ``server_error``, ``api_error``,
+``unreachable``; ``throttled``, ``server_error`` and ``unreachable`` are retryable.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import time
+from typing import Any
+
+import urllib3
+from kubernetes import client, watch
+from kubernetes.client.exceptions import ApiException
+
+from services.execution.errors import SubstrateError
+from services.executors.base import Handle, SubstrateStatus
+from services.executors.pod_manifest import (
+    EXECUTION_ID_LABEL,
+    JobSettings,
+    build_job,
+    execution_selector,
+    job_name,
+)
+
+log = logging.getLogger(__name__)
+
+_REASONS = {
+    400: "invalid",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    409: "conflict",
+    422: "invalid",
+    429: "throttled",
+}
+# Extra seconds the client waits on a watch beyond the server-side timeout before giving up.
+_WATCH_READ_SLACK_S = 10
+
+
+class KubernetesSubstrate:
+    """Runs each execution as a Job in ``namespace``."""
+
+    def __init__(
+        self,
+        batch_api: client.BatchV1Api,
+        namespace: str,
+        image: str,
+        job_settings: JobSettings | None = None,
+    ) -> None:
+        self._api = batch_api
+        self._namespace = namespace
+        self._image = image
+        self._settings = job_settings or JobSettings()
+
+    @property
+    def name(self) -> str:
+        return "kubernetes"
+
+    def manifest(self, execution_id: str) -> client.V1Job:
+        """The Job this substrate submits for ``execution_id``."""
+        try:
+            return build_job(
+                execution_id, image=self._image, namespace=self._namespace, settings=self._settings
+            )
+        except ValueError as exc:
+            raise SubstrateError(str(exc), details={"reason": "invalid"}) from exc
+
+    def launch(self, execution_id: str) -> Handle:
+        job = self.manifest(execution_id)
+        name = job_name(execution_id)
+        handle = Handle(self.name, execution_id, name, self._namespace)
+        try:
+            self._api.create_namespaced_job(self._namespace, job)
+        except ApiException as exc:
+            if exc.status != 409:
+                raise _api_error(exc, "create", name) from exc
+            self._check_same_execution(handle)
+            log.info("kubernetes substrate: job %s exists already (relaunch ignored)", name)
+            return handle
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "create", name) from exc
+        log.info("kubernetes substrate: execution %s runs as job %s", execution_id, name)
+        return handle
+
+    def status(self, handle: Handle) -> SubstrateStatus:
+        try:
+            job = self._api.read_namespaced_job_status(handle.ref, self._ns(handle))
+        except ApiException as exc:
+            if exc.status == 404:
+                return SubstrateStatus.UNKNOWN
+            raise _api_error(exc, "read", handle.ref) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "read", handle.ref) from exc
+        return job_status(job)
+
+    def wait(self, handle: Handle, timeout: float) -> SubstrateStatus:
+        deadline = time.monotonic() + max(timeout, 0.0)
+        status, version = self._list(handle)
+        while not status.finished and status is not SubstrateStatus.UNKNOWN:
+            remaining = math.ceil(deadline - time.monotonic())
+            if remaining <= 0:
+                break
+            try:
+                status, version = self._watch(handle, version, remaining, status)
+            except ApiException as exc:
+                if exc.status != 410:
+                    raise _api_error(exc, "watch", handle.ref) from exc
+                status, version = self._list(handle)  # our resourceVersion expired
+            except urllib3.exceptions.HTTPError as exc:
+                raise _unreachable(exc, "watch", handle.ref) from exc
+        return status
+
+    def cancel(self, handle: Handle) -> None:
+        try:
+            # 37.x returns the API server's answer as a plain dict; nothing in it is needed.
+            self._api.delete_namespaced_job(
+                handle.ref, self._ns(handle), propagation_policy="Background"
+            )
+        except ApiException as exc:
+            if exc.status == 404:
+                return  # already gone: cancelling is idempotent
+            raise _api_error(exc, "delete", handle.ref) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "delete", handle.ref) from exc
+        log.info("kubernetes substrate: job %s deleted (cancel)", handle.ref)
+
+    def _ns(self, handle: Handle) -> str:
+        return handle.namespace or self._namespace
+
+    def _check_same_execution(self, handle: Handle) -> None:
+        try:
+            existing = self._api.read_namespaced_job(handle.ref, self._namespace)
+        except ApiException as exc:
+            raise _api_error(exc, "read", handle.ref) from exc
+        labels = (existing.metadata.labels if existing.metadata else None) or {}
+        if labels.get(EXECUTION_ID_LABEL) != handle.execution_id:
+            raise SubstrateError(
+                f"job {handle.ref} exists for another execution",
+                details={"reason": "name_conflict", "job": handle.ref},
+            )
+
+    def _list(self, handle: Handle) -> tuple[SubstrateStatus, str | None]:
+        """The Job's status now, and the resourceVersion to watch from."""
+        try:
+            jobs = self._api.list_namespaced_job(
+                self._ns(handle), label_selector=execution_selector(handle.execution_id)
+            )
+        except ApiException as exc:
+            raise _api_error(exc, "list", handle.ref) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "list", handle.ref) from exc
+        version = jobs.metadata.resource_version if jobs.metadata else None
+        for job in jobs.items:
+            if job.metadata is not None and job.metadata.name == handle.ref:
+                return job_status(job), version
+        return SubstrateStatus.UNKNOWN, version
+
+    def _watch(
+        self, handle: Handle, version: str | None, seconds: int, status: SubstrateStatus
+    ) -> tuple[SubstrateStatus, str | None]:
+        """Follow the Job from ``status`` until it finishes, is deleted, or ``seconds`` pass."""
+        # kubernetes.watch is not annotated; its events are dicts with "type" and "object".
+        watcher = watch.Watch()  # type: ignore[no-untyped-call]
+        arguments: dict[str, Any] = {
+            "label_selector": execution_selector(handle.execution_id),
+            "timeout_seconds": seconds,
+            "_request_timeout": seconds + _WATCH_READ_SLACK_S,
+        }
+        if version:
+            arguments["resource_version"] = version
+        events = watcher.stream(  # type: ignore[no-untyped-call]
+            self._api.list_namespaced_job, self._ns(handle), **arguments
+        )
+        try:
+            for event in events:
+                job = event["object"]
+                if not isinstance(job, client.V1Job) or job.metadata is None:
+                    continue
+                version = job.metadata.resource_version or version
+                if job.metadata.name != handle.ref:
+                    continue
+                deleted = event["type"] == "DELETED"
+                status = SubstrateStatus.UNKNOWN if deleted else job_status(job)
+                if status.finished or status is SubstrateStatus.UNKNOWN:
+                    break
+        finally:
+            events.close()  # releases the streaming connection
+        return status, version
+
+
+def job_status(job: client.V1Job) -> SubstrateStatus:
+    """What a Job's status says: its terminal conditions first, then its pod counters."""
+    status = job.status
+    if status is None:
+        return SubstrateStatus.PENDING
+    for condition in status.conditions or []:
+        if condition.status != "True":
+            continue
+        if condition.type in ("Complete", "SuccessCriteriaMet"):
+            return SubstrateStatus.SUCCEEDED
+        if condition.type in ("Failed", "FailureTarget"):
+            return SubstrateStatus.FAILED
+    if status.succeeded:
+        return SubstrateStatus.SUCCEEDED
+    if status.failed:
+        return SubstrateStatus.FAILED  # backoffLimit is 0: one failed pod fails the Job
+    if status.active:
+        # ``ready`` counts pods whose containers run; servers that omit it get the benefit of
+        # the doubt.
+        return SubstrateStatus.PENDING if status.ready == 0 else SubstrateStatus.RUNNING
+    return SubstrateStatus.PENDING
+
+
+def _api_error(exc: ApiException, operation: str, name: str) -> SubstrateError:
+    code = int(exc.status or 0)
+    reason = _REASONS.get(code, "server_error" if code >= 500 else "api_error")
+    message = _status_message(exc.body) or str(exc.reason or "")
+    return SubstrateError(
+        f"kubernetes {operation} of job {name} failed: HTTP {code} {message}".strip(),
+        details={"reason": reason, "status": code, "operation": operation, "job": name},
+        retryable=reason in ("throttled", "server_error"),
+    )
+
+
+def _unreachable(exc: Exception, operation: str, name: str) -> SubstrateError:
+    return SubstrateError(
+        f"kubernetes {operation} of job {name} failed: API server unreachable ({exc})",
+        details={"reason": "unreachable", "operation": operation, "job": name},
+        retryable=True,
+    )
+
+
+def _status_message(body: object) -> str:
+    """The ``message`` of a ``Status`` body, capped; empty when the body is not one."""
+    if not isinstance(body, str | bytes):
+        return ""
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return ""
+    message = data.get("message") if isinstance(data, dict) else None
+    return str(message)[:500] if message else ""
