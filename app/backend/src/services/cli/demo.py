@@ -11,18 +11,16 @@ from __future__ import annotations
 import json
 import shutil
 import tempfile
-import uuid
 from pathlib import Path
 from typing import Any
 
 import typer
 from rich.console import Console
 
+from services.cli.database import open_db
 from services.cli.live import LiveConsoleSink
-from services.cli.run import run_in_workspace
-from services.execution.guards import AgentLimits
-from services.execution.sinks import JsonlFileSink
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
+from services.executions import ExecutionService, RunRequest
 from services.settings import get_settings
 
 SAMPLE_FILES = {
@@ -77,7 +75,11 @@ def demo_command(
     """Run the whole pipeline on a generated sample repository (replay provider, no API key)."""
     settings = get_settings()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    execution_id = str(uuid.uuid4())
+    service = ExecutionService(open_db(), settings)
+    prompt = "Make the failing test pass."
+    placeholder = Path(tempfile.gettempdir())
+    execution_id = service.create(RunRequest(provider="replay", prompt=prompt,
+                                             workspace=placeholder))
     home = settings.data_dir / "demo" / execution_id
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
     remote = _sample_repository(home, author)
@@ -87,13 +89,13 @@ def demo_command(
     branch = f"studio/{execution_id}-fix-add"
     script_path = home / "replay.json"
     script_path.write_text(json.dumps(demo_script(branch), indent=2))
-    record = home / "journal.jsonl"
     try:
-        result = run_in_workspace(
-            workspace=workspace, provider="replay", prompt="Make the failing test pass.",
-            model=None, script=script_path, limits=AgentLimits(), settings=settings,
-            sinks=[JsonlFileSink(record), LiveConsoleSink(console)], execution_id=execution_id,
-            branch=branch, default_branch="main",
+        result = service.execute(
+            execution_id,
+            RunRequest(provider="replay", prompt=prompt, workspace=workspace,
+                       script=script_path, branch=branch, default_branch="main",
+                       repo_url=str(remote)),
+            sinks=[LiveConsoleSink(console)],
         )
     finally:
         if not keep_workspace:
@@ -101,7 +103,8 @@ def demo_command(
     head = run_git(home, ["--git-dir", str(remote), "rev-parse", f"refs/heads/{branch}"],
                    author=author, check=False)
     commit = head.text.strip() if head.returncode == 0 else ""
-    summary = {"execution_id": execution_id, "outcome": result.outcome.value,
+    record = f"studio executions show {result.execution_id}"
+    summary = {"execution_id": result.execution_id, "outcome": result.outcome.value,
                "status": result.status, "branch": branch if commit else None,
                "commit": commit or None, "remote": str(remote), "record": str(record)}
     console.print(f"[bold]branch[/] {branch}\n[bold]commit[/] {commit}\n"

@@ -1,0 +1,180 @@
+"""The application service of a node execution: record it, run FrontierAgent on it, finish it.
+
+Every run is an execution row; its events go to the journal (durable before they are shown), its
+tool calls are keyed in the database (a resumed run never repeats one), the kill switch and
+cancellation are read fresh before every model and tool call, and the repository's daily budget is
+enforced across processes. Cutover off answers ``unsupported_capability`` until the legacy runtime
+exists.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from services.composition import DEFAULT_MODELS, EngineRequest, build_engine, command_sandbox
+from services.db.budget import DbBudget
+from services.db.control import DbRunControl
+from services.db.executions import ExecutionRepository, UnknownExecution
+from services.db.idempotency import DbIdempotencyStore
+from services.db.journal import DbEventSink
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.execution.agent_runtime import AgentDeps, FrontierAgent
+from services.execution.errors import ConfigError, ErrorCode
+from services.execution.guards import AgentLimits
+from services.execution.mcp_bridge import McpHub
+from services.execution.messages import AgentResult, AgentStatus
+from services.execution.outcomes import Outcome, RunResult, UsageTotals
+from services.execution.ports import EventSink, ModelClient, SelfDrivingEngine
+from services.execution.sinks import FanOutSink
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher
+from services.execution.tool_domains.registry import default_registry
+from services.settings import StudioSettings, mcp_base_environment
+
+FINAL_STATUS = {
+    Outcome.CANCELLED: "cancelled",
+    Outcome.STALLED: "stalled",
+}
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """One run of the loop on a directory that already holds the repository."""
+
+    provider: str
+    prompt: str
+    workspace: Path
+    model: str | None = None
+    script: Path | dict[str, Any] | None = None
+    limit_overrides: dict[str, Any] = field(default_factory=dict)
+    node_config: dict[str, Any] = field(default_factory=dict)
+    branch: str | None = None
+    default_branch: str | None = None
+    repository: str | None = None  # the key of the daily budget (default: the workspace path)
+    repo_url: str | None = None
+
+
+def final_status(result: RunResult) -> str:
+    """The execution status a run ends in."""
+    if result.outcome in FINAL_STATUS:
+        return FINAL_STATUS[result.outcome]
+    return "succeeded" if result.succeeded else "failed"
+
+
+def agent_limits(values: dict[str, Any]) -> AgentLimits:
+    return AgentLimits(
+        max_iterations=int(values["max_iterations"]),
+        max_budget_usd=float(values["max_budget_usd"]),
+        wall_clock_s=float(values["wall_clock_s"]), stall_s=float(values["stall_s"]),
+    )
+
+
+def _refused(execution_id: str, request: RunRequest, code: ErrorCode, message: str) -> RunResult:
+    return RunResult(
+        execution_id=execution_id, provider=request.provider, model=request.model or "",
+        outcome=Outcome.ERROR, result=AgentResult(status=AgentStatus.FAILED, summary=message),
+        usage=UsageTotals(), iterations=0, error={"code": code.value, "message": message},
+    )
+
+
+async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps,
+                 prompt: str) -> RunResult:
+    agent = FrontierAgent(engine, deps)
+    try:
+        return await agent.run(prompt)
+    finally:
+        if not isinstance(engine, SelfDrivingEngine):
+            await engine.aclose()
+
+
+class ExecutionService:
+    """Runs recorded executions against one database."""
+
+    def __init__(self, db: Database, settings: StudioSettings) -> None:
+        self.db = db
+        self.settings = settings
+        self.executions = ExecutionRepository(db)
+        self.runtime_settings = SettingsRepository(db)
+
+    def run(self, request: RunRequest, *, sinks: list[EventSink] | None = None) -> RunResult:
+        """Record and run one execution to its end; the row always ends in a final status."""
+        return self.execute(self.create(request), request, sinks=sinks)
+
+    def create(self, request: RunRequest) -> str:
+        """Record a queued execution with the settings in force; answers its id."""
+        snapshot = self.runtime_settings.snapshot({**request.node_config,
+                                                   **request.limit_overrides})
+        return self.executions.create(
+            provider=request.provider,
+            model=request.model or DEFAULT_MODELS.get(request.provider, ""),
+            prompt=request.prompt, repo_url=request.repo_url, workspace=str(request.workspace),
+            branch=request.branch, limits=snapshot["limits"], settings_snapshot=snapshot,
+        )
+
+    def execute(self, execution_id: str, request: RunRequest, *,
+                sinks: list[EventSink] | None = None) -> RunResult:
+        """Run a recorded execution (its settings as recorded at creation) to its end."""
+        row = self.executions.get(execution_id)
+        if row is None:
+            raise UnknownExecution(execution_id)
+        snapshot = row.settings_snapshot
+        if not snapshot["agent_runtime_cutover_enabled"]["value"]:
+            return self._end(_refused(execution_id, request, ErrorCode.UNSUPPORTED_CAPABILITY,
+                                      "agent runtime cutover is off and the legacy runtime "
+                                      "does not exist yet"))
+        self.executions.mark_running(execution_id, branch=request.branch)
+        try:
+            result = self._run(execution_id, request, snapshot["limits"], sinks or [])
+        except ConfigError as exc:
+            self._end(_refused(execution_id, request, exc.code, exc.message))
+            raise
+        return self._end(result)
+
+    def _end(self, result: RunResult) -> RunResult:
+        error = result.error or {}
+        self.executions.finish(
+            result.execution_id, status=final_status(result), outcome=result.outcome.value,
+            result=result.result.model_dump(mode="json"),
+            usage=result.usage.model_dump(mode="json"), cost_usd=result.usage.cost_usd,
+            iterations=result.iterations, error_code=error.get("code"),
+            error_message=error.get("message"),
+        )
+        return result
+
+    def _run(self, execution_id: str, request: RunRequest, limits: dict[str, Any],
+             sinks: list[EventSink]) -> RunResult:
+        run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{execution_id[:8]}-"))
+        engine = build_engine(EngineRequest(
+            provider=request.provider, model=request.model, workspace=request.workspace,
+            run_dir=run_dir, script=request.script), self.settings)
+        ctx = ToolDomainContext(
+            workspace_root=request.workspace, execution_id=execution_id,
+            request_id=str(uuid.uuid4()), correlation_id=execution_id,
+            sandbox=command_sandbox(self.settings), branch=request.branch,
+            default_branch=request.default_branch,
+            git_author_name=self.settings.git_author_name,
+            git_author_email=self.settings.git_author_email,
+        )
+        registry = default_registry()
+        repository = request.repository or request.repo_url or str(request.workspace.resolve())
+        with contextlib.ExitStack() as stack:
+            if self.settings.mcp_config is not None:
+                hub = stack.enter_context(McpHub.from_file(self.settings.mcp_config,
+                                                           base_env=mcp_base_environment()))
+                hub.register(registry)
+            deps = AgentDeps(
+                dispatcher=Dispatcher(registry, DbIdempotencyStore(self.db)), ctx=ctx,
+                sink=FanOutSink([DbEventSink(self.db), *sinks]), limits=agent_limits(limits),
+                control=DbRunControl(self.db, execution_id),
+                budget=DbBudget(self.db, execution_id, repository,
+                                float(limits["repo_daily_budget_usd"])),
+            )
+            return anyio.run(_drive, engine, deps, request.prompt)
