@@ -68,3 +68,28 @@ def test_old_tool_outputs_are_elided_first_recent_kept() -> None:
 def test_no_elision_under_budget() -> None:
     history = [_assistant("a"), _results("a")]
     assert elide_old_outputs(history, token_budget=10_000) == 0
+
+
+def test_a_journal_rebuilds_the_conversation_the_model_saw() -> None:
+    import anyio
+
+    from services.execution.conversation import rebuild_messages
+    from tests.unit.execution.loop_fixtures import (
+        ScriptedClient,
+        build_agent,
+        final_turn,
+        tool_turn,
+    )
+
+    client = ScriptedClient([tool_turn(("test_fail", {})) for _ in range(3)]
+                            + [tool_turn(("test_echo", {"text": "a"}), ("test_echo", {"text": "b"})),
+                               final_turn('{"status": "success"}')])
+    import tempfile
+    from pathlib import Path
+
+    with tempfile.TemporaryDirectory() as root:
+        agent, sink = build_agent(Path(root), client)
+        anyio.run(agent.run, "the task")
+    rebuilt = rebuild_messages([(e.kind.value, e.data) for e in sink.events])
+    assert rebuilt == client.requests[-1].messages + [
+        final_turn('{"status": "success"}').message]

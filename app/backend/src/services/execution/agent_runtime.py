@@ -199,6 +199,7 @@ class FrontierAgent:
             "text": response.message.text,
             "tool_calls": [c.model_dump(mode="json") for c in response.message.tool_calls],
             "stop_reason": response.stop_reason, "response_id": response.response_id,
+            "message": response.message.model_dump(mode="json"),  # what a resume rebuilds
         })
         self.account(response.usage, response.model or self.engine.model, cycle)
 

@@ -92,3 +92,39 @@ def elide_old_outputs(messages: list[Message], token_budget: int) -> int:
         total -= before - estimate_tokens(messages[index])
         elided += 1
     return elided
+
+
+def rebuild_messages(events: list[tuple[str, dict[str, Any]]]) -> list[Message]:
+    """The conversation a journal recorded, for a resume: ``(kind, data)`` pairs in ``seq`` order.
+
+    The task, each model turn (as the provider sent it, ``provider_meta`` included), the results
+    of its tool calls, and a loop warning the model was shown. Calls without a recorded result
+    are left unanswered: :func:`repair_interrupted` answers them.
+    """
+    messages: list[Message] = []
+    results: list[ToolResultPart] = []
+    warning: str | None = None
+
+    def flush() -> None:
+        nonlocal results, warning
+        if results:
+            messages.append(Message(role=Role.TOOL, parts=results))
+        if warning:
+            messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
+        results, warning = [], None
+
+    for kind, data in events:
+        if kind == "started" and not messages:
+            messages.append(Message(role=Role.USER, parts=[TextPart(text=str(data["task"]))]))
+        elif kind == "model_response" and "message" in data:
+            flush()
+            messages.append(Message.model_validate(data["message"]))
+        elif kind == "tool_result":
+            call = ToolCall.model_validate(data["call"])
+            envelope = dict(data["envelope"])
+            results.append(ToolResultPart(call_id=call.call_id, tool_name=call.tool_name,
+                                          envelope=envelope, is_error=not envelope.get("ok")))
+        elif kind == "warning" and data.get("code") == "loop_warning":
+            warning = str(data.get("message"))
+    flush()
+    return messages
