@@ -81,9 +81,9 @@ def test_a_journal_rebuilds_the_conversation_the_model_saw() -> None:
         tool_turn,
     )
 
+    pair = tool_turn(("test_echo", {"text": "a"}), ("test_echo", {"text": "b"}))
     client = ScriptedClient([tool_turn(("test_fail", {})) for _ in range(3)]
-                            + [tool_turn(("test_echo", {"text": "a"}), ("test_echo", {"text": "b"})),
-                               final_turn('{"status": "success"}')])
+                            + [pair, final_turn('{"status": "success"}')])
     import tempfile
     from pathlib import Path
 
