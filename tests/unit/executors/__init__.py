@@ -1,0 +1,1 @@
+"""Unit tests of the execution substrates (no API server, no subprocess)."""
