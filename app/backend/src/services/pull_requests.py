@@ -5,7 +5,8 @@
 1. the base branch (given, else the repository's default branch) must exist: a missing one is
    ``git_error`` (not retryable; ``details["reason"] == "base_branch_missing"``), so a renamed
    base branch is reported as such rather than as a failed create;
-2. an open pull request for ``owner:head_branch`` is looked up first and reused;
+2. an open pull request from ``owner:head_branch`` into that base is looked up first (every
+   page) and reused;
 3. else one is created, with the execution id in the body (``<!-- studio-execution: ID -->``);
    a 422 "A pull request already exists" (another process won the race) is followed by a second
    lookup, and that pull request is reused.
@@ -129,11 +130,12 @@ class GitHubPullRequests:
         except OSError as exc:
             raise github_failure(exc, "check the base branch") from None
 
-    def find_open(self, repository: Repository, head_branch: str) -> PullRequest | None:
-        """The open pull request whose head is ``owner:head_branch`` (all pages searched)."""
+    def find_open(self, repository: Repository, head_branch: str,
+                  base_branch: str) -> PullRequest | None:
+        """The open pull request from ``owner:head_branch`` into ``base_branch`` (all pages)."""
         def lookup() -> PullRequest | None:
             for pull in repository.get_pulls(state="open", head=f"{self.owner}:{head_branch}"):
-                if pull.head.ref == head_branch:
+                if pull.head.ref == head_branch and pull.base.ref == base_branch:
                     return pull
             return None
         return _call("look up open pull requests", lookup)
@@ -144,7 +146,7 @@ class GitHubPullRequests:
         repository = self._repository()
         base = base_branch or repository.default_branch
         self._check_base(repository, base)
-        existing = self.find_open(repository, head_branch)
+        existing = self.find_open(repository, head_branch, base)
         if existing is not None:
             return _ref(existing, created=False)
         text = body_with_marker(body, execution_id)
@@ -154,7 +156,7 @@ class GitHubPullRequests:
         except GithubException as exc:
             if not _already_exists(exc):
                 raise github_failure(exc, "create the pull request") from None
-            again = self.find_open(repository, head_branch)
+            again = self.find_open(repository, head_branch, base)
             if again is None:
                 raise github_failure(exc, "create the pull request") from None
             return _ref(again, created=False)
