@@ -50,6 +50,7 @@ from services.execution.sinks import MemorySink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
+from tests.support.model_script import Reply
 from tests.support.model_script import ToolCall as ScriptCall
 from tests.support.model_server import (
     Error,
@@ -135,8 +136,12 @@ def wire_steps(provider: str, steps: Sequence[Step]) -> list[Step]:
 
     def translate(step: Step) -> Step:
         if callable(step):
-            return lambda record: _rename(step(record), allowed_tool_name)
-        return _rename(step, allowed_tool_name)
+            def renamed(record: RequestRecord) -> Reply:
+                reply: Reply = _rename(step(record), allowed_tool_name)
+                return reply
+            return renamed
+        translated: Step = _rename(step, allowed_tool_name)
+        return translated
 
     return [translate(step) for step in steps]
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from services.execution.guards import AgentLimits
+from services.execution.messages import ToolResultPart
 from services.execution.messages import Usage as NeutralUsage
 from services.execution.outcomes import Outcome
 from services.execution.pricing import PriceTable
@@ -54,9 +55,9 @@ def results_sent_back(run: Run) -> None:
     """Every dispatched call went back to the model as a native tool result (wire providers)."""
     envelopes = run.envelopes()
     if run.server is None:  # replay: the neutral history holds them
-        sent = [p.envelope for m in run.result.messages for p in m.parts
-                if getattr(p, "envelope", None) is not None]
-        assert [e["call_id"] for e in sent] == [e["call_id"] for e in envelopes]
+        history = [p.envelope for m in run.result.messages for p in m.parts
+                   if isinstance(p, ToolResultPart)]
+        assert [e["call_id"] for e in history] == [e["call_id"] for e in envelopes]
         return
     last = run.requests[-1]
     returned = run.server.tool_results(last)

@@ -14,6 +14,7 @@ import typer
 from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
+from services.cli.providers import providers_command
 
 app = typer.Typer(
     name="studio",
@@ -30,6 +31,7 @@ app.add_typer(runtime_settings.app, name="settings")
 app.command("killswitch")(runtime_settings.killswitch)
 app.add_typer(integrations.app, name="integrations")
 app.add_typer(executions.app, name="executions")
+app.command("providers")(providers_command)
 
 
 def main(argv: list[str] | None = None) -> None:

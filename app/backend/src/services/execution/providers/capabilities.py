@@ -63,8 +63,9 @@ _CLAUDE_GUARDS: Mapping[str, str] = {
     "kill_switch": "the tool gateway, at each tool call (then interrupt()); a model call "
                    "already in flight is not stopped",
     "wall_clock": "the loop, around the whole session (cancelled when it runs out: stalled)",
-    "provider_retries": "the Claude Code CLI (CLAUDE_CODE_MAX_RETRIES, 2 here); the loop "
-                        "does not retry over it; 4xx not retried",
+    "provider_retries": "the Claude Code CLI (CLAUDE_CODE_MAX_RETRIES, 2 here) on 429/5xx; "
+                        "a 400 is re-sent only without an optional anthropic-beta feature, "
+                        "then provider_rejected; the loop does not retry over the CLI",
     "invalid_arguments": "the dispatcher answers invalid_arguments as a tool result; the run "
                          "goes on",
 }

@@ -1,0 +1,60 @@
+"""``studio providers``: the provider capability matrix, as a table or (``--json``) one JSON line.
+
+The data is :mod:`services.execution.providers.capabilities`, the same matrix the docs page
+``node_executor_runtime`` publishes and the conformance table asserts.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from services.execution.providers.capabilities import (
+    CAPABILITIES,
+    FLAGS,
+    GUARD_TITLES,
+    GUARDS,
+    matrix,
+)
+
+
+def _yes_no(value: bool) -> str:
+    return "yes" if value else "no"
+
+
+def capability_table() -> Table:
+    """Providers as columns, one row per capability, then one per guard (where it acts)."""
+    table = Table(title="Provider capabilities", show_lines=True)
+    table.add_column("capability", style="bold", no_wrap=True)
+    for name in CAPABILITIES:
+        table.add_column(name, overflow="fold")
+    rows: list[tuple[str, list[str]]] = [
+        ("sdk", [c.sdk for c in CAPABILITIES.values()]),
+        ("wire", [c.wire or "none" for c in CAPABILITIES.values()]),
+    ]
+    rows += [(flag, [_yes_no(bool(getattr(c, flag))) for c in CAPABILITIES.values()])
+             for flag in FLAGS]
+    rows += [
+        ("base_url_env", [c.base_url_env or "-" for c in CAPABILITIES.values()]),
+        ("cost_semantic", [c.cost_semantic for c in CAPABILITIES.values()]),
+    ]
+    rows += [(f"guard: {GUARD_TITLES[g]}", [c.guards[g] for c in CAPABILITIES.values()])
+             for g in GUARDS]
+    for label, cells in rows:
+        table.add_row(label, *cells)
+    return table
+
+
+def providers_command(
+    as_json: Annotated[bool, typer.Option("--json", help="One JSON line on stdout.")] = False,
+) -> None:
+    """Print the capability matrix of every provider (and where each guard acts for it)."""
+    if as_json:
+        typer.echo(json.dumps({"providers": matrix(), "guards": list(GUARDS)},
+                              separators=(",", ":")))
+        return
+    Console(width=160).print(capability_table())
