@@ -1,9 +1,10 @@
 """``studio demo``: the whole pipeline on a sample repository, with no API key and no services.
 
-It creates a small repository whose test fails and a local bare remote for it, clones it into an
-ephemeral workspace, and runs the replay provider through the loop: branch, run the tests, read,
-fix, run the tests again, commit, push. It prints the pushed branch, its commit and where the run
-record is.
+It creates a small repository whose test fails and a local bare remote for it, provisions an
+ephemeral workspace from it (``provision_workspace``: the clone, the base commit and the agent's
+branch ``studio/<execution-id>-fix-add``, checked out), and runs the replay provider through the
+loop: run the tests, read, fix, run the tests again, commit, push. It prints the pushed branch,
+its commit and where the run record is.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from services.cli.live import LiveConsoleSink
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
 from services.executions import ExecutionService, RunRequest
 from services.settings import get_settings
+from services.workspaces import cleanup, provision_workspace
 
 SAMPLE_FILES = {
     "calc.py": '"""A tiny calculator."""\n\n\ndef add(a: int, b: int) -> int:\n'
@@ -52,11 +54,11 @@ def _sample_repository(root: Path, author: GitAuthor) -> Path:
 
 
 def demo_script(branch: str) -> dict[str, Any]:
-    """The replayed trajectory: what a model would do to fix the sample."""
+    """The replayed trajectory: what a model would do to fix the sample (on ``branch``, which
+    provisioning already checked out)."""
     final = {"status": "success", "summary": "Fixed add() (it subtracted); the tests pass.",
              "changes": ["calc.py: add returns a + b"], "issues": [], "questions": []}
     calls: list[list[dict[str, Any]]] = [
-        [{"tool": "git.create_branch", "args": {"name": branch}}],
         [{"tool": "command.run", "args": {"argv": TEST_COMMAND}}],
         [{"tool": "workspace.read_file", "args": {"path": "calc.py"}}],
         [{"tool": "workspace.edit_file",
@@ -84,22 +86,22 @@ def demo_command(
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
     remote = _sample_repository(home, author)
     console.print(f"[bold]sample repository[/] with a failing test: {remote}")
-    workspace = Path(tempfile.mkdtemp(prefix="studio-ws-")) / "repo"
-    run_git(workspace.parent, ["clone", "-q", str(remote), str(workspace)], author=author)
-    branch = f"studio/{execution_id}-fix-add"
+    ws = provision_workspace(execution_id, str(remote), base_branch=None, token=None,
+                             settings=settings, slug="fix add", allow_local=True)
+    branch = ws.branch
     script_path = home / "replay.json"
     script_path.write_text(json.dumps(demo_script(branch), indent=2))
     try:
         result = service.execute(
             execution_id,
-            RunRequest(provider="replay", prompt=prompt, workspace=workspace,
-                       script=script_path, branch=branch, default_branch="main",
+            RunRequest(provider="replay", prompt=prompt, workspace=ws.path,
+                       script=script_path, branch=branch, default_branch=ws.base_branch,
                        repo_url=str(remote)),
             sinks=[LiveConsoleSink(console)],
         )
     finally:
         if not keep_workspace:
-            shutil.rmtree(workspace.parent, ignore_errors=True)
+            cleanup(ws)
     head = run_git(home, ["--git-dir", str(remote), "rev-parse", f"refs/heads/{branch}"],
                    author=author, check=False)
     commit = head.text.strip() if head.returncode == 0 else ""
