@@ -26,7 +26,7 @@ import re
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -52,7 +52,7 @@ class _State:
     # (resourceVersion, namespace, event type, object snapshot)
     events: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     version: int = 100
-    failures: list[tuple[str | None, int]] = field(default_factory=list)
+    failures: list[tuple[Callable[[Recorded], bool], int]] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     closing: bool = False
 
@@ -66,7 +66,9 @@ class KubeApiServer:
         handler = type("KubeApiHandler", (_Handler,), {"api": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, kwargs={"poll_interval": 0.02}, daemon=True
+        )
 
     @property
     def url(self) -> str:
@@ -101,10 +103,21 @@ class KubeApiServer:
         with self.changed:
             return [r for r in self.state.requests if method is None or r.method == method]
 
-    def fail_next(self, status: int, *, method: str | None = None, times: int = 1) -> None:
-        """The next ``times`` requests (of ``method``, if given) answer ``status``."""
+    def fail_next(
+        self,
+        status: int,
+        *,
+        method: str | None = None,
+        times: int = 1,
+        when: Callable[[Recorded], bool] | None = None,
+    ) -> None:
+        """The next ``times`` requests (of ``method``, and matching ``when``) answer ``status``."""
+
+        def matches(request: Recorded) -> bool:
+            return (method is None or request.method == method) and (when is None or when(request))
+
         with self.changed:
-            self.state.failures.extend([(method, status)] * times)
+            self.state.failures.extend([(matches, status)] * times)
 
     def set_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Replace the Job's status, as the Job controller would (a MODIFIED event)."""
@@ -141,9 +154,9 @@ class KubeApiServer:
         self.state.events.append((self.state.version, namespace, kind, copy.deepcopy(job)))
         self.changed.notify_all()
 
-    def _take_failure(self, method: str) -> int | None:
-        for index, (wanted, status) in enumerate(self.state.failures):
-            if wanted in (None, method):
+    def _take_failure(self, request: Recorded) -> int | None:
+        for index, (matches, status) in enumerate(self.state.failures):
+            if matches(request):
                 del self.state.failures[index]
                 return status
         return None
@@ -191,12 +204,14 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("Content-Length") or 0)
         body = json.loads(self.rfile.read(length)) if length else None
         api = self.api
+        request = Recorded(method, parts.path, query, body)
         with api.changed:
-            api.state.requests.append(Recorded(method, parts.path, query, body))
-            failure = api._take_failure(method)
+            api.state.requests.append(request)
+            failure = api._take_failure(request)
         route = _JOBS.match(parts.path)
         if failure is not None:
-            self._send(failure, _status(failure, "InternalError", "injected failure"))
+            reason = "Expired" if failure == 410 else "InternalError"
+            self._send(failure, _status(failure, reason, "injected failure"))
         elif route is None:
             self._send(404, _status(404, "NotFound", f"no route {parts.path}"))
         elif route["name"] is None and method == "POST":

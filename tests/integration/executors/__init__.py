@@ -1,0 +1,1 @@
+"""Integration tests of the execution substrates: real subprocesses, the real Kubernetes client."""
