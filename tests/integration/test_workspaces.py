@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 import subprocess
 import threading
 from pathlib import Path
 
 import pytest
 
+from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ExecutionError, StudioError, ToolFailure
+from services.execution.messages import ToolCall
+from services.execution.tool_domains import git as git_domain
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.git_credentials import TokenGitAuth
 from services.mirror_cache import MirrorCache
 from services.repo_urls import RepositoryUrlRejected, github_repo_from_url, validate_repo_url
@@ -357,3 +363,30 @@ def test_local_path_from_the_cli(remote: Remote, settings: StudioSettings) -> No
     with pytest.raises(RepositoryUrlRejected):
         provision_workspace("exec-local2", str(remote.bare), base_branch=None, token=None,
                             settings=settings, slug="local")
+
+
+def test_git_domain_pushes_the_provisioned_branch_once(remote: Remote,
+                                                       settings: StudioSettings) -> None:
+    """The agent's push through the dispatcher: authenticated by ``TokenGitAuth``, accepted by
+    the git domain's transport checks (provisioning writes no ``http.*`` config), chunked when
+    over 1 MiB, one ref update on the remote, and still no token in the workspace."""
+    ws = provision_workspace("exec-push", remote.url, base_branch=None, token=TOKEN,
+                             settings=settings, slug="push it")
+    auth = TokenGitAuth(TOKEN, remote.host.base_url)
+    ctx = ToolDomainContext(workspace_root=ws.path, execution_id="exec-push", request_id="r",
+                            correlation_id="c", branch=ws.branch, default_branch=ws.base_branch,
+                            git_auth=auth, git_author_name=AUTHOR[0],
+                            git_author_email=AUTHOR[1])
+    (ws.path / "big.bin").write_bytes(os.urandom(1_500_000))
+    dispatcher = Dispatcher(ToolRegistry(git_domain.SPECS))
+    for n, (operation, args) in enumerate([("add", {"paths": ["big.bin"]}),
+                                           ("commit", {"message": "big"}), ("push", {})]):
+        call = ToolCall(call_id=f"c{n}", tool_name=f"git_{operation}", domain="git",
+                        operation=operation, args=args)
+        envelope = envelope_to_json(dispatcher.dispatch(call, ctx))
+        assert envelope["ok"], envelope
+    head = plain_git(ws.path, "rev-parse", "HEAD")
+    assert [u.new for u in remote.host.pushes_of(ws.branch)] == [head]
+    assert remote.host.chunked_requests >= 1
+    assert remote_branch_sha(remote.url, ws.branch, auth.environment(remote.url)) == head
+    assert tree_contains(ws.root, TOKEN.encode()) == []

@@ -12,7 +12,8 @@ and measures what it served so tests can assert on it:
 * ``pack_bytes_sent``: bytes of upload-pack results sent to clients (what a clone or fetch
   transferred);
 * ``pushes``: the ref updates of each receive-pack request, so a test can assert "exactly one
-  push of the branch".
+  push of the branch";
+* ``chunked_requests``: requests whose body came chunked.
 
 :func:`redirecting_host` stands for a git host that answers every request with a ``302`` to
 another host (to prove the harness neither follows it nor sends the token there).
@@ -69,6 +70,7 @@ class GitHttpHost:
     service_counts: Counter[str] = field(default_factory=Counter)
     pack_bytes_sent: int = 0
     pushes: list[list[RefUpdate]] = field(default_factory=list)
+    chunked_requests: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, repo: str) -> str:
@@ -191,6 +193,9 @@ def _handler(host: GitHttpHost) -> type[BaseHTTPRequestHandler]:
 
         def _serve(self) -> None:
             body = _read_body(self) if self.command == "POST" else b""
+            if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+                with host.lock:
+                    host.chunked_requests += 1
             parts = urlsplit(self.path)
             service = _service(parts.path, parts.query)
             authorization = self.headers.get("Authorization", "")
