@@ -63,6 +63,9 @@ class ErrorCode(StrEnum):
     SUBSTRATE_ERROR = "substrate_error"
     INTERNAL_ERROR = "internal_error"
     MCP_TOOL_ERROR = "mcp_tool_error"
+    NOT_FOUND = "not_found"
+    UNAUTHORIZED = "unauthorized"
+    FORBIDDEN = "forbidden"
 
 
 class StudioError(Exception):
