@@ -2,7 +2,14 @@
 
 from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
 from services.db.models.executions import ExecutionEvent, NodeExecution, ToolCallRecord
-from services.db.models.flowcharts import Edge, Flowchart, FlowchartRun, Node, new_id
+from services.db.models.flowcharts import (
+    Edge,
+    Flowchart,
+    FlowchartRun,
+    FlowchartRunNode,
+    Node,
+    new_id,
+)
 
 __all__ = [
     "ApiToken",
@@ -11,6 +18,7 @@ __all__ = [
     "ExecutionEvent",
     "Flowchart",
     "FlowchartRun",
+    "FlowchartRunNode",
     "Integration",
     "McpServer",
     "Node",

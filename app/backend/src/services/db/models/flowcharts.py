@@ -6,7 +6,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import JSON, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
@@ -45,20 +45,27 @@ class Node(Base):
 
 
 class Edge(Base):
-    """A directed edge; ``condition_key`` selects it after a decision node."""
+    """A directed edge; ``condition_key`` selects it after a decision node.
+
+    ``key`` is the edge's id in the flowchart's graph (what validation errors name).
+    """
 
     __tablename__ = "edges"
+    __table_args__ = (UniqueConstraint("flowchart_id", "key"),)
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
     flowchart_id: Mapped[str] = mapped_column(
         ForeignKey("flowcharts.id", ondelete="CASCADE"), index=True
     )
+    key: Mapped[str] = mapped_column(String(100), server_default="")
     source_node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
     target_node_id: Mapped[str] = mapped_column(ForeignKey("nodes.id", ondelete="CASCADE"))
     condition_key: Mapped[str | None] = mapped_column(String(100))
 
 
 class FlowchartRun(Base):
+    """A run of a flowchart; ``graph`` is the graph as it was when the run started."""
+
     __tablename__ = "flowchart_runs"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -69,6 +76,34 @@ class FlowchartRun(Base):
     inputs: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
+    graph: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    workspace: Mapped[str | None] = mapped_column(Text)
+    max_node_executions: Mapped[int | None] = mapped_column(Integer)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class FlowchartRunNode(Base):
+    """The state of one node in one run: pending, running, succeeded, failed, skipped, cancelled.
+
+    ``node_key`` is the node's id in the run's graph; ``execution_id`` is the node execution of an
+    agent or command node; ``result`` what downstream templates and decisions read.
+    """
+
+    __tablename__ = "flowchart_run_nodes"
+
+    run_id: Mapped[str] = mapped_column(
+        ForeignKey("flowchart_runs.id", ondelete="CASCADE"), primary_key=True
+    )
+    node_key: Mapped[str] = mapped_column(String(100), primary_key=True)
+    type: Mapped[str] = mapped_column(String(32))
+    state: Mapped[str] = mapped_column(String(16), default="pending")
+    execution_id: Mapped[str | None] = mapped_column(
+        ForeignKey("node_executions.id", ondelete="SET NULL")
+    )
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    error_code: Mapped[str | None] = mapped_column(String(64))
+    error_message: Mapped[str | None] = mapped_column(Text)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
