@@ -10,10 +10,11 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
+from typing import Annotated
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
 class SandboxMode(StrEnum):
@@ -42,6 +43,15 @@ class StudioSettings(BaseSettings):
     git_author_email: str = "studio-agent@localhost"
     # Alembic scripts; by default the top-level ``migrations/`` of the source checkout.
     migrations_dir: Path | None = None
+    # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
+    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+
+    @field_validator("cors_origins", mode="before")
+    @classmethod
+    def _split_origins(cls, value: object) -> object:
+        if isinstance(value, str):
+            return [item.strip() for item in value.split(",") if item.strip()]
+        return value
 
 
 @lru_cache(maxsize=1)
