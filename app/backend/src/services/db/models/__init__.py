@@ -1,7 +1,12 @@
 """Every table, imported here so that ``Base.metadata`` is complete for Alembic."""
 
 from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
-from services.db.models.executions import ExecutionEvent, NodeExecution, ToolCallRecord
+from services.db.models.executions import (
+    ExecutionEvent,
+    NodeExecution,
+    ToolCallRecord,
+    WorkspaceCheckpoint,
+)
 from services.db.models.flowcharts import (
     Edge,
     Flowchart,
@@ -25,5 +30,6 @@ __all__ = [
     "NodeExecution",
     "RuntimeSetting",
     "ToolCallRecord",
+    "WorkspaceCheckpoint",
     "new_id",
 ]

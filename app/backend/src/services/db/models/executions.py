@@ -11,6 +11,7 @@ from sqlalchemy import (
     Float,
     ForeignKey,
     Integer,
+    LargeBinary,
     String,
     Text,
 )
@@ -24,7 +25,9 @@ class NodeExecution(Base):
     """One agent execution: what was asked, under which settings, and how it ended.
 
     ``event_seq`` is the last journal sequence number handed out (the per-execution counter);
-    the ``lease_*`` columns are for the executor's lease and heartbeat.
+    the ``lease_*`` columns are for the executor's lease and heartbeat. ``request`` holds what
+    ``studio execute`` needs beyond the columns (replay script, pull-request flag, GitHub
+    repository override, branch slug); ``pr_number``/``pr_url`` are the pull-request ledger.
     """
 
     __tablename__ = "node_executions"
@@ -45,6 +48,8 @@ class NodeExecution(Base):
     base_commit: Mapped[str | None] = mapped_column(String(64))
     head_sha: Mapped[str | None] = mapped_column(String(64))
     pr_url: Mapped[str | None] = mapped_column(Text)
+    pr_number: Mapped[int | None] = mapped_column(Integer)
+    request: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     prompt: Mapped[str] = mapped_column(Text)
     limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     settings_snapshot: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
@@ -111,3 +116,27 @@ class ToolCallRecord(Base):
     correlation_id: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+
+
+class WorkspaceCheckpoint(Base):
+    """A checkpoint of an execution's workspace: its changes against the base commit.
+
+    ``patch`` is ``git diff --binary <base_commit>`` of the whole worktree (committed, staged,
+    unstaged and untracked changes), or ``NULL`` with ``available`` false when it was over the
+    size cap. ``call_id`` is the tool call after which it was taken (stored in the same
+    transaction as that call's envelope).
+    """
+
+    __tablename__ = "workspace_checkpoints"
+
+    execution_id: Mapped[str] = mapped_column(
+        ForeignKey("node_executions.id", ondelete="CASCADE"), primary_key=True
+    )
+    seq: Mapped[int] = mapped_column(Integer, primary_key=True)
+    call_id: Mapped[str | None] = mapped_column(String(255))
+    base_commit: Mapped[str] = mapped_column(String(64))
+    available: Mapped[bool] = mapped_column(Boolean, default=True)
+    size_bytes: Mapped[int] = mapped_column(Integer, default=0)
+    sha256: Mapped[str] = mapped_column(String(64))
+    patch: Mapped[bytes | None] = mapped_column(LargeBinary)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
