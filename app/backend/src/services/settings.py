@@ -34,6 +34,8 @@ class StudioSettings(BaseSettings):
     data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("studio", appauthor=False)))
     database_url: SecretStr | None = None
     broker_url: SecretStr | None = None
+    # The Celery queue node executions are sent to and workers consume (one per deployment).
+    worker_queue: str = "studio"
     secret_key: SecretStr | None = None
     github_token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"
