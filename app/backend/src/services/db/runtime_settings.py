@@ -39,6 +39,11 @@ _SPECS = (
                 "Spending cap per repository and UTC day (USD)."),
     SettingSpec("wall_clock_s", float, 3600.0, "Default wall-clock limit per execution (s)."),
     SettingSpec("stall_s", float, 600.0, "Default inactivity limit per execution (s)."),
+    SettingSpec("lease_ttl_s", float, 60.0,
+                "How long an execution's lease lasts without a heartbeat (s)."),
+    SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s)."),
+    SettingSpec("reaper_interval_s", float, 30.0,
+                "How often the reaper looks for executions whose lease expired (s)."),
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",
