@@ -9,6 +9,7 @@ for a provider, the row's check says so explicitly, reading the published capabi
 
 from __future__ import annotations
 
+import base64
 import json
 import math
 from collections.abc import Callable, Mapping
@@ -29,6 +30,7 @@ BUDGET_USD = 0.5
 BUDGET_USAGE = Usage(input_tokens=100_000, output_tokens=0)
 BUGGY = "def add(a, b):\n    return a - b\n"
 TEST = "from calc import add\n\nassert add(2, 3) == 5, add(2, 3)\nprint('tests passed')\n"
+SIGNATURE = b"gemini-thought-signature-1"  # rendered by the Gemini wire only
 RUN_TESTS = ("command_run", {"argv": ["python3", "test_calc.py"]})
 
 
@@ -88,6 +90,10 @@ def check_single(run: Run) -> None:
     assert run.result.status == "success" and run.result.parsed_result
     assert run.model_turns() == 2
     results_sent_back(run)
+    if run.server is not None and run.caps.thought_signature:
+        # gemini: the model's thought signature goes back byte for byte with its call
+        [turn] = run.server.assistant_tool_turns(run.requests[1])
+        assert turn.calls[0].thought_signature == base64.b64encode(SIGNATURE).decode()
 
 
 def check_multi_step(run: Run) -> None:
@@ -169,7 +175,7 @@ def check_kill_switch(run: Run) -> None:
     if run.caps.self_driving_loop:
         # documented: the CLI owns the model calls; the gateway stops the session at the next
         # tool call, which is therefore never dispatched, and interrupts the CLI
-        assert error_codes(run) == [None] and run.model_turns() == 2
+        assert error_codes(run) == [None] and len(run.requests) == 2
     else:
         # the switch is checked before the next model call: nothing after it reached the server
         assert len(run.requests) == engaged_at and error_codes(run) == [None]
@@ -230,7 +236,8 @@ def check_mcp(run: Run) -> None:
 
 ROWS: tuple[Row, ...] = (
     Row("single_tool_call", (
-        tool_calls([("workspace_write_file", {"path": "hello.txt", "content": "hello\n"})]),
+        tool_calls([("workspace_write_file", {"path": "hello.txt", "content": "hello\n"})],
+                   thought_signature=SIGNATURE),
         text(DONE),
     ), Outcome.FINISHED, check_single),
     Row("multi_step_fix_loop", (
