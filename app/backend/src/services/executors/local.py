@@ -82,10 +82,11 @@ def executor_environment(
 
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:
     """A ``preexec_fn``: ask for SIGKILL when the parent dies; exit if it is already gone."""
+    # Resolved here, in the parent: no dlopen/dlsym between fork and exec.
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
 
     def preexec() -> None:
-        libc = ctypes.CDLL(None, use_errno=True)
-        if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        if prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
             os._exit(127)
         # The parent may have died between fork and prctl: then nobody would signal us.
         if os.getppid() != parent_pid:
