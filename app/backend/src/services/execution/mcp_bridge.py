@@ -290,7 +290,7 @@ class McpHub:
             return None
         read_only = tool.annotations is not None and tool.annotations.read_only_hint is True
         about = tool.description or tool.title or tool.name
-        spec = ToolSpec(domain=DOMAIN, operation=f"_{server}__{tool.name}",
+        spec = ToolSpec(domain=DOMAIN, operation=f"{server}__{tool.name}",
                         description=f"{about} (MCP server {server!r})",
                         args_model=McpToolArgs, handler=_ToolHandler(self, server, tool.name),
                         mutates=not read_only, parameters=schema)

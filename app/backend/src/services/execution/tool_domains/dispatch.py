@@ -24,7 +24,7 @@ from services.execution.envelope import (
     envelope_to_json,
 )
 from services.execution.errors import ErrorCode, ToolFailure
-from services.execution.messages import ToolCall
+from services.execution.messages import ToolCall, provider_tool_name, split_tool_name
 from services.execution.ports import IdempotencyStore
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolSpec
@@ -46,7 +46,7 @@ class ToolRegistry:
         self._by_name[spec.name] = spec
 
     def get(self, name: str) -> ToolSpec | None:
-        return self._by_name.get(name) or self._by_name.get(name.replace(".", "_", 1))
+        return self._by_name.get(name) or self._by_name.get(provider_tool_name(name))
 
     def specs(self) -> list[ToolSpec]:
         return list(self._by_name.values())
@@ -71,14 +71,6 @@ class InMemoryIdempotencyStore:
             self._records.setdefault((execution_id, call_id), envelope)
 
 
-def _split_name(name: str) -> tuple[str, str]:
-    if "." in name:
-        domain, _, operation = name.partition(".")
-    else:
-        domain, _, operation = name.partition("_")
-    return domain, operation
-
-
 class Dispatcher:
     """Runs normalized tool calls against a registry, with idempotency."""
 
@@ -92,8 +84,8 @@ class Dispatcher:
         if spec is not None:
             return ToolCall(call_id=call_id, tool_name=spec.name, domain=spec.domain,
                             operation=spec.operation, args=dict(args or {}))
-        domain, operation = _split_name(name)
-        return ToolCall(call_id=call_id, tool_name=name.replace(".", "_", 1), domain=domain,
+        domain, operation = split_tool_name(name)
+        return ToolCall(call_id=call_id, tool_name=provider_tool_name(name), domain=domain,
                         operation=operation, args=dict(args or {}))
 
     def dispatch(self, call: ToolCall, ctx: ToolDomainContext) -> Envelope:

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict
 
+from services.execution.messages import provider_tool_name
 from services.execution.tool_domains.context import ToolDomainContext
 
 JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -36,8 +37,8 @@ class ToolSpec:
 
     @property
     def name(self) -> str:
-        """Provider-facing name, ``<domain>_<operation>``."""
-        return f"{self.domain}_{self.operation}"
+        """Provider-facing name, ``<domain>_<operation>`` (``mcp__<server>__<tool>`` for MCP)."""
+        return provider_tool_name(self.dotted_name)
 
     @property
     def dotted_name(self) -> str:
