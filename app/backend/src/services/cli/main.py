@@ -14,7 +14,9 @@ import typer
 from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
+from services.cli.api import api_command
 from services.cli.providers import providers_command
+from services.cli.tokens import app as tokens_app
 
 app = typer.Typer(
     name="studio",
@@ -32,6 +34,8 @@ app.command("killswitch")(runtime_settings.killswitch)
 app.add_typer(integrations.app, name="integrations")
 app.add_typer(executions.app, name="executions")
 app.command("providers")(providers_command)
+app.command("api")(api_command)
+app.add_typer(tokens_app, name="tokens")
 
 
 def main(argv: list[str] | None = None) -> None:

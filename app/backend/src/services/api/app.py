@@ -1,0 +1,95 @@
+"""The FastAPI application factory.
+
+Routers are registered from :data:`ROUTER_MODULES` (modules of :mod:`services.api.routers`, each
+exposing ``router``): adding one is one line there. :func:`create_app` refuses to build an app
+whose ``/api/`` routes do not all declare a scope (:func:`services.api.auth.requires`), so no
+endpoint can be published without authentication by mistake.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+from fastapi import APIRouter, FastAPI
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.routing import APIRoute
+from fastapi.staticfiles import StaticFiles
+
+from services.api.auth import route_scope
+from services.api.errors import install_error_handlers
+from services.api.launcher import Launcher, ThreadLauncher
+from services.api.metrics import RequestCounter
+from services.api.middleware import RequestIdMiddleware
+from services.api.routers.viewer import static_dir
+from services.db.session import Database, open_database
+from services.settings import StudioSettings, get_settings
+
+ROUTER_MODULES: tuple[str, ...] = (
+    "health",
+    "executions",
+    "events",
+    "settings",
+    "providers",
+    "viewer",
+)
+
+API_PREFIX = "/api/"
+
+
+class UnscopedRoute(RuntimeError):
+    """An ``/api/`` route that declares no scope."""
+
+
+def _router(name: str) -> APIRouter:
+    module = importlib.import_module(f"services.api.routers.{name}")
+    router = getattr(module, "router", None)
+    if not isinstance(router, APIRouter):
+        raise TypeError(f"services.api.routers.{name} has no APIRouter named `router`")
+    return router
+
+
+def check_scopes(app: FastAPI) -> None:
+    """Raise :class:`UnscopedRoute` for an ``/api/`` route without a scope."""
+    for route in app.routes:
+        if (isinstance(route, APIRoute) and route.path.startswith(API_PREFIX)
+                and route_scope(route) is None):
+            raise UnscopedRoute(f"{sorted(route.methods or ())} {route.path} declares no scope")
+
+
+def create_app(settings: StudioSettings | None = None, *, db: Database | None = None,
+               launcher: Launcher | None = None) -> FastAPI:
+    """The API over ``db`` (default: the configured database, opened and checked here)."""
+    settings = settings or get_settings()
+    database = db or open_database(settings)
+    runner = launcher or ThreadLauncher(database, settings)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        try:
+            yield
+        finally:
+            runner.shutdown()
+            if db is None:
+                database.dispose()
+
+    app = FastAPI(title="Studio backend", version="0.1.0", lifespan=lifespan,
+                  docs_url=None, redoc_url=None, openapi_url="/openapi.json",
+                  description="Runs of coding agents on repositories: executions, their tool "
+                              "calls and live events, settings, the kill switch, providers.")
+    app.state.db, app.state.settings, app.state.launcher = database, settings, runner
+    app.state.request_counter = RequestCounter()
+    install_error_handlers(app)
+    for name in ROUTER_MODULES:
+        app.include_router(_router(name))
+    app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+    if settings.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
+                           allow_methods=["GET", "POST", "PUT"],
+                           allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
+                                          "X-Request-ID", "X-Correlation-ID"],
+                           expose_headers=["X-Request-ID", "X-Correlation-ID"])
+    app.add_middleware(RequestIdMiddleware, counter=app.state.request_counter)
+    check_scopes(app)
+    return app

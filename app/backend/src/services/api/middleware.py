@@ -1,0 +1,54 @@
+"""Request ids and counts: every request gets a ``request_id`` and a ``correlation_id``.
+
+Both are also sent back as headers, and each response is counted for ``/metrics``.
+
+A client may send ``X-Request-ID`` and ``X-Correlation-ID`` (kept when they are short printable
+tokens); otherwise a uuid4 is made, and the correlation id defaults to the request id. A pure ASGI
+middleware, so streamed responses (SSE) pass through untouched.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from services.api.metrics import RequestCounter
+
+_SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+
+
+def _header(scope: Scope, name: bytes) -> str | None:
+    for key, value in scope.get("headers", []):
+        if key.lower() == name:
+            text = value.decode("latin-1")
+            return text if _SAFE_ID.match(text) else None
+    return None
+
+
+class RequestIdMiddleware:
+    def __init__(self, app: ASGIApp, counter: RequestCounter | None = None) -> None:
+        self.app = app
+        self.counter = counter
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        request_id = _header(scope, b"x-request-id") or str(uuid.uuid4())
+        correlation_id = _header(scope, b"x-correlation-id") or request_id
+        state = scope.setdefault("state", {})
+        state["request_id"], state["correlation_id"] = request_id, correlation_id
+
+        async def send_with_ids(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                if self.counter is not None:
+                    self.counter.add(str(scope.get("method", "")), int(message["status"]))
+                headers = list(message.get("headers", []))
+                headers.append((b"x-request-id", request_id.encode()))
+                headers.append((b"x-correlation-id", correlation_id.encode()))
+                message = {**message, "headers": headers}
+            await send(message)
+
+        await self.app(scope, receive, send_with_ids)

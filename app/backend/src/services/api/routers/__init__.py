@@ -1,0 +1,1 @@
+"""One router per module; each module exposes ``router`` (registered by the app factory)."""

@@ -1,0 +1,123 @@
+"""Standalone executions: create (and run in the background), list, get, cancel, tool calls."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from fastapi import APIRouter, Depends, Path, Query, Response
+
+from services.api.auth import Scope, requires
+from services.api.deps import get_db, get_launcher
+from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.launcher import ApiRun, Launcher
+from services.api.schemas import (
+    EXECUTION_ID_PATTERN,
+    CancelAccepted,
+    Execution,
+    ExecutionCreate,
+    ExecutionCreated,
+    ExecutionList,
+    ToolCall,
+    ToolCallList,
+)
+from services.composition import DEFAULT_MODELS
+from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
+from services.db.models import NodeExecution
+from services.db.runtime_settings import InvalidSettingValue, SettingsRepository
+from services.db.session import Database
+from services.execution.errors import ConfigError, ErrorCode
+from services.execution.providers.replay import load_script
+from services.repo_urls import validate_repo_url
+
+router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
+
+ExecutionId = Annotated[str, Path(pattern=EXECUTION_ID_PATTERN, description="An execution id.")]
+Status = Literal["queued", "running", "succeeded", "failed", "cancelled", "stalled"]
+
+
+def _check_script(body: ExecutionCreate) -> None:
+    if body.provider != "replay":
+        if body.replay_script is not None:
+            raise ApiError("replay_script is only for the replay provider",
+                           code=ErrorCode.INVALID_ARGUMENTS, details={"field": "replay_script"})
+        return
+    if body.replay_script is None:
+        raise ApiError("the replay provider needs replay_script",
+                       code=ErrorCode.INVALID_ARGUMENTS, details={"field": "replay_script"})
+    try:
+        load_script(body.replay_script)
+    except ConfigError as exc:
+        raise ApiError(exc.message, code=ErrorCode.INVALID_ARGUMENTS,
+                       details={"field": "replay_script"}) from exc
+
+
+def _found(db: Database, execution_id: str) -> NodeExecution:
+    row = ExecutionRepository(db).get(execution_id)
+    if row is None:
+        raise ApiError(f"no execution {execution_id}", code=ErrorCode.NOT_FOUND,
+                       details={"id": execution_id})
+    return row
+
+
+@router.post("", status_code=202, response_model=ExecutionCreated,
+             dependencies=[requires(Scope.RUN)])
+def create_execution(body: ExecutionCreate, response: Response,
+                     db: Database = Depends(get_db),  # noqa: B008
+                     launcher: Launcher = Depends(get_launcher)) -> ExecutionCreated:  # noqa: B008
+    """Record an execution and run it in the background; answers its id (202)."""
+    validate_repo_url(body.repo_url, from_api=True)
+    _check_script(body)
+    limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
+    try:
+        snapshot = SettingsRepository(db).snapshot(limits)
+    except InvalidSettingValue as exc:
+        raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
+    execution_id = ExecutionRepository(db).create(
+        provider=body.provider, model=body.model or DEFAULT_MODELS.get(body.provider, ""),
+        prompt=body.prompt, repo_url=body.repo_url, base_branch=body.base_branch,
+        limits=snapshot["limits"], settings_snapshot=snapshot,
+    )
+    launcher.launch(execution_id, ApiRun(
+        provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
+        base_branch=body.base_branch, pull_request=body.pull_request,
+        script=body.replay_script, limits=limits))
+    response.headers["Location"] = f"/api/executions/{execution_id}"
+    return ExecutionCreated(id=execution_id, status="queued")
+
+
+@router.get("", response_model=ExecutionList, dependencies=[requires(Scope.READ)])
+def list_executions(limit: int = Query(50, ge=1, le=500),
+                    status: Status | None = None,
+                    db: Database = Depends(get_db)) -> ExecutionList:  # noqa: B008
+    """The most recent executions first."""
+    rows = ExecutionRepository(db).list(limit=limit, status=status)
+    return ExecutionList(executions=[Execution(**execution_to_json(row)) for row in rows])
+
+
+@router.get("/{execution_id}", response_model=Execution, responses=NOT_FOUND_RESPONSE,
+            dependencies=[requires(Scope.READ)])
+def get_execution(execution_id: ExecutionId,
+                  db: Database = Depends(get_db)) -> Execution:  # noqa: B008
+    """One execution: status, settings snapshot, result, usage and cost."""
+    return Execution(**execution_to_json(_found(db, execution_id)))
+
+
+@router.post("/{execution_id}/cancel", status_code=202, response_model=CancelAccepted,
+             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
+def cancel_execution(execution_id: ExecutionId,
+                     db: Database = Depends(get_db)) -> CancelAccepted:  # noqa: B008
+    """Ask the execution to stop before its next model or tool call."""
+    row = _found(db, execution_id)
+    ExecutionRepository(db).request_cancel(execution_id)
+    return CancelAccepted(id=execution_id, cancel_requested=True, status=row.status)
+
+
+@router.get("/{execution_id}/tool-calls", response_model=ToolCallList,
+            responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
+def list_tool_calls(execution_id: ExecutionId,
+                    db: Database = Depends(get_db)) -> ToolCallList:  # noqa: B008
+    """Every tool call of the execution with its outcome, in order."""
+    _found(db, execution_id)
+    calls = ExecutionRepository(db).tool_calls(execution_id)
+    return ToolCallList(execution_id=execution_id,
+                        tool_calls=[ToolCall(**tool_call_to_json(call)) for call in calls])

@@ -1,0 +1,57 @@
+"""Public operational endpoints: ``/healthz`` (alive), ``/readyz`` (database), ``/metrics``."""
+
+from __future__ import annotations
+
+import anyio.to_thread
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse, PlainTextResponse
+from sqlalchemy import text
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.api.deps import get_db
+from services.api.metrics import CONTENT_TYPE, exposition
+from services.api.schemas import Health, Readiness
+from services.db import migrate
+from services.db.session import Database
+from services.db.stats import executions_by_status, tool_calls_by_outcome
+
+router = APIRouter(tags=["health"])
+
+
+@router.get("/healthz", response_model=Health)
+def healthz() -> Health:
+    """The process answers."""
+    return Health(ok=True)
+
+
+def _database_state(db: Database) -> dict[str, object]:
+    try:
+        with db.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
+        current = migrate.current_revisions(db.engine)
+    except SQLAlchemyError as exc:
+        return {"reachable": False, "migrated": False, "error": type(exc).__name__}
+    heads = migrate.head_revisions()
+    return {"reachable": True, "migrated": current == heads, "current": sorted(current),
+            "heads": sorted(heads)}
+
+
+@router.get("/readyz", response_model=Readiness,
+            responses={503: {"model": Readiness, "description": "Not ready."}})
+def readyz(db: Database = Depends(get_db)) -> JSONResponse:  # noqa: B008
+    """Ready when the database is reachable and at the head migration (else 503)."""
+    state = _database_state(db)
+    ready = bool(state["reachable"] and state["migrated"])
+    body = Readiness(ok=ready, database=state)
+    return JSONResponse(body.model_dump(mode="json"), status_code=200 if ready else 503)
+
+
+@router.get("/metrics", response_class=PlainTextResponse,
+            responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
+async def metrics(request: Request,
+                  db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa: B008
+    """Prometheus text format: executions by status, tool calls by outcome, requests."""
+    executions = await anyio.to_thread.run_sync(executions_by_status, db)
+    tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
+    body = exposition(executions, tool_calls, request.app.state.request_counter)
+    return PlainTextResponse(body, media_type=CONTENT_TYPE)

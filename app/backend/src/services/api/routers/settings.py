@@ -1,0 +1,66 @@
+"""Runtime settings and the kill switch: read with ``read``, changed with ``admin``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Path
+
+from services.api.auth import Scope, requires
+from services.api.deps import get_db
+from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.schemas import KillSwitch, Setting, SettingsAll, SettingValue
+from services.db.runtime_settings import (
+    RUNTIME_SETTINGS,
+    InvalidSettingValue,
+    SettingsRepository,
+)
+from services.db.session import Database
+from services.execution.errors import ErrorCode
+
+router = APIRouter(prefix="/api", tags=["settings"], responses=ERROR_RESPONSES)
+
+SettingKey = Annotated[str, Path(max_length=128, description="A runtime setting's key.")]
+KILLSWITCH = "killswitch_engaged"
+
+
+def _known(key: str) -> str:
+    if key not in RUNTIME_SETTINGS:
+        raise ApiError(f"no runtime setting {key!r}", code=ErrorCode.NOT_FOUND,
+                       details={"key": key, "known": sorted(RUNTIME_SETTINGS)})
+    return key
+
+
+@router.get("/settings", response_model=SettingsAll, dependencies=[requires(Scope.READ)])
+def list_settings(db: Database = Depends(get_db)) -> SettingsAll:  # noqa: B008
+    """Every runtime setting with its effective value."""
+    return SettingsAll(settings=SettingsRepository(db).all())
+
+
+@router.get("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
+            dependencies=[requires(Scope.READ)])
+def get_setting(key: SettingKey, db: Database = Depends(get_db)) -> Setting:  # noqa: B008
+    return Setting(key=key, value=SettingsRepository(db).get(_known(key)))
+
+
+@router.put("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
+            dependencies=[requires(Scope.ADMIN)])
+def set_setting(key: SettingKey, body: SettingValue,
+                db: Database = Depends(get_db)) -> Setting:  # noqa: B008
+    """Set a runtime setting; running executions read it at their next check."""
+    try:
+        value = SettingsRepository(db).set(_known(key), body.value)
+    except InvalidSettingValue as exc:
+        raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS, details={"key": key}) from exc
+    return Setting(key=key, value=value)
+
+
+@router.get("/killswitch", response_model=KillSwitch, dependencies=[requires(Scope.READ)])
+def get_killswitch(db: Database = Depends(get_db)) -> KillSwitch:  # noqa: B008
+    return KillSwitch(engaged=bool(SettingsRepository(db).get(KILLSWITCH)))
+
+
+@router.put("/killswitch", response_model=KillSwitch, dependencies=[requires(Scope.ADMIN)])
+def set_killswitch(body: KillSwitch, db: Database = Depends(get_db)) -> KillSwitch:  # noqa: B008
+    """Engage (every execution stops before its next model or tool call) or release it."""
+    return KillSwitch(engaged=bool(SettingsRepository(db).set(KILLSWITCH, body.engaged)))

@@ -1,0 +1,147 @@
+"""Request and response bodies of the API (their JSON Schemas are the published OpenAPI)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Provider = Literal["codex", "gemini", "claude", "replay"]
+EXECUTION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
+
+
+class RunLimits(BaseModel):
+    """Per-execution limits on top of the runtime settings' defaults."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_iterations: int | None = Field(default=None, ge=1, le=1000)
+    max_budget_usd: float | None = Field(default=None, ge=0, le=10_000)
+    wall_clock_s: float | None = Field(default=None, gt=0, le=7 * 86_400)
+    stall_s: float | None = Field(default=None, gt=0, le=86_400)
+
+
+class ExecutionCreate(BaseModel):
+    """``POST /api/executions``: a standalone execution on a repository."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    repo_url: str = Field(min_length=1, max_length=2048,
+                          description="https:// (http:// only to a loopback host); no local "
+                                      "paths, file://, ext:: or option-like values.")
+    provider: Provider
+    prompt: str = Field(min_length=1, max_length=200_000)
+    model: str | None = Field(default=None, min_length=1, max_length=200)
+    base_branch: str | None = Field(default=None, min_length=1, max_length=255)
+    pull_request: bool = Field(default=False,
+                               description="Open (or reuse) a pull request when the run ends.")
+    replay_script: dict[str, Any] | None = Field(
+        default=None, description="The replay provider's script, inline (required for replay).")
+    limits: RunLimits | None = None
+
+
+class ExecutionCreated(BaseModel):
+    id: str
+    status: str
+
+
+class Execution(BaseModel):
+    """One execution as recorded (no lease internals)."""
+
+    id: str
+    status: str
+    runtime: str
+    provider: str
+    model: str
+    repo_url: str | None
+    workspace: str | None
+    base_branch: str | None
+    branch: str | None
+    base_commit: str | None
+    head_sha: str | None
+    pr_url: str | None
+    prompt: str
+    limits: dict[str, Any]
+    settings_snapshot: dict[str, Any]
+    outcome: str | None
+    result: dict[str, Any] | None
+    usage: dict[str, Any] | None
+    cost_usd: float
+    iterations: int
+    cancel_requested: bool
+    error_code: str | None
+    error_message: str | None
+    flowchart_run_id: str | None
+    node_id: str | None
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+
+
+class ExecutionList(BaseModel):
+    executions: list[Execution]
+
+
+class ToolCall(BaseModel):
+    """Evidence of one tool call (arguments and envelope redacted)."""
+
+    call_id: str
+    cycle: int | None
+    provider: str | None
+    tool_name: str
+    domain: str
+    operation: str
+    args: dict[str, Any] | None
+    ok: bool | None
+    error_code: str | None
+    duration_ms: float | None
+    request_id: str | None
+    correlation_id: str | None
+    envelope: dict[str, Any] | None
+    created_at: str | None
+    finished_at: str | None
+
+
+class ToolCallList(BaseModel):
+    execution_id: str
+    tool_calls: list[ToolCall]
+
+
+class CancelAccepted(BaseModel):
+    id: str
+    cancel_requested: bool
+    status: str
+
+
+class SettingValue(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    value: Any = Field(description="A JSON value of the setting's type.")
+
+
+class Setting(BaseModel):
+    key: str
+    value: Any
+
+
+class SettingsAll(BaseModel):
+    settings: dict[str, Any]
+
+
+class KillSwitch(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    engaged: bool
+
+
+class ProviderMatrix(BaseModel):
+    providers: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    ok: bool
+
+
+class Readiness(BaseModel):
+    ok: bool
+    database: dict[str, Any]
