@@ -45,6 +45,8 @@ class StudioSettings(BaseSettings):
     git_author_email: str = "studio-agent@localhost"
     # Alembic scripts; by default the top-level ``migrations/`` of the source checkout.
     migrations_dir: Path | None = None
+    # Flowcharts: the most node executions (agent and command nodes) one run may start.
+    flowchart_max_node_executions: int = Field(default=50, ge=1)
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 

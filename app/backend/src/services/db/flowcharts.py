@@ -1,0 +1,161 @@
+"""``FlowchartRepository``: flowcharts with their graph, and the rows of their runs.
+
+A graph is stored as ``nodes`` (keyed by the node's id in the graph, ``Node.key``) and ``edges``
+(``Edge.key``); replacing a graph keeps the row of every node whose id survives (node executions
+point at it) and rewrites the edges. Each method is one transaction; the graph handed in must
+already be validated (:func:`services.flowcharts.parse_graph`).
+"""
+
+from __future__ import annotations
+
+import builtins
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import delete, select
+
+from services.db.base import utcnow
+from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
+from services.db.session import Database
+from services.flowcharts import EdgeSpec, FlowchartGraph, NodeSpec
+
+
+class UnknownFlowchart(LookupError):
+    """No flowchart (or run) has this id."""
+
+
+@dataclass(frozen=True)
+class StoredFlowchart:
+    id: str
+    name: str
+    description: str
+    graph: FlowchartGraph
+    created_at: str
+    updated_at: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"id": self.id, "name": self.name, "description": self.description,
+                "graph": self.graph.model_dump(mode="json", by_alias=True),
+                "created_at": self.created_at, "updated_at": self.updated_at}
+
+
+def _graph_of(session: Any, flowchart_id: str) -> FlowchartGraph:
+    nodes = builtins.list(session.scalars(
+        select(Node).where(Node.flowchart_id == flowchart_id).order_by(Node.key)))
+    keys = {n.id: n.key for n in nodes}
+    edges = session.scalars(select(Edge).where(Edge.flowchart_id == flowchart_id)
+                            .order_by(Edge.key))
+    return FlowchartGraph(
+        nodes=[NodeSpec(id=n.key, type=n.type, name=n.name, config=n.config) for n in nodes],
+        edges=[EdgeSpec(id=e.key, source=keys[e.source_node_id], target=keys[e.target_node_id],
+                        condition=e.condition_key) for e in edges],
+    )
+
+
+def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
+    return StoredFlowchart(id=row.id, name=row.name, description=row.description,
+                           graph=_graph_of(session, row.id),
+                           created_at=row.created_at.isoformat(),
+                           updated_at=row.updated_at.isoformat())
+
+
+def _write_graph(session: Any, flowchart_id: str, graph: FlowchartGraph) -> None:
+    existing = {n.key: n for n in session.scalars(
+        select(Node).where(Node.flowchart_id == flowchart_id))}
+    session.execute(delete(Edge).where(Edge.flowchart_id == flowchart_id))
+    wanted = {n.id for n in graph.nodes}
+    for key, row in existing.items():
+        if key not in wanted:
+            session.delete(row)
+    rows: dict[str, Node] = {}
+    for spec in graph.nodes:
+        row = existing.get(spec.id)
+        if row is None:
+            row = Node(flowchart_id=flowchart_id, key=spec.id)
+            session.add(row)
+        row.type, row.name, row.config = spec.type, spec.name, spec.config
+        rows[spec.id] = row
+    session.flush()
+    for edge in graph.edges:
+        session.add(Edge(flowchart_id=flowchart_id, key=edge.id,
+                         source_node_id=rows[edge.source].id,
+                         target_node_id=rows[edge.target].id, condition_key=edge.condition))
+
+
+class FlowchartRepository:
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def create(self, *, name: str, graph: FlowchartGraph, description: str = "") -> str:
+        with self._db.session() as session:
+            row = Flowchart(name=name, description=description)
+            session.add(row)
+            session.flush()
+            _write_graph(session, row.id, graph)
+            return row.id
+
+    def get(self, flowchart_id: str) -> StoredFlowchart:
+        with self._db.session() as session:
+            row = session.get(Flowchart, flowchart_id)
+            if row is None:
+                raise UnknownFlowchart(flowchart_id)
+            return _stored(session, row)
+
+    def list(self, *, limit: int = 100) -> builtins.list[StoredFlowchart]:
+        with self._db.session() as session:
+            rows = session.scalars(select(Flowchart).order_by(Flowchart.created_at.desc())
+                                   .limit(limit))
+            return [_stored(session, row) for row in rows]
+
+    def update(self, flowchart_id: str, *, graph: FlowchartGraph | None = None,
+               name: str | None = None, description: str | None = None) -> StoredFlowchart:
+        """Rename, describe and/or replace the graph (runs keep the graph they started with)."""
+        with self._db.session() as session:
+            row = session.get(Flowchart, flowchart_id)
+            if row is None:
+                raise UnknownFlowchart(flowchart_id)
+            if name is not None:
+                row.name = name
+            if description is not None:
+                row.description = description
+            if graph is not None:
+                _write_graph(session, flowchart_id, graph)
+            row.updated_at = utcnow()
+            session.flush()
+            return _stored(session, row)
+
+    def delete(self, flowchart_id: str) -> None:
+        """Delete a flowchart, its graph and its runs (their node executions stay)."""
+        with self._db.session() as session:
+            row = session.get(Flowchart, flowchart_id)
+            if row is None:
+                raise UnknownFlowchart(flowchart_id)
+            session.delete(row)
+
+    def node_row_ids(self, flowchart_id: str) -> dict[str, str]:
+        """``{node key: node row id}`` of the flowchart's current graph."""
+        with self._db.session() as session:
+            rows = session.execute(select(Node.key, Node.id)
+                                   .where(Node.flowchart_id == flowchart_id))
+            return {key: row_id for key, row_id in rows}
+
+
+def _when(value: Any) -> str | None:
+    return value.isoformat() if value is not None else None
+
+
+def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode]) -> dict[str, Any]:
+    """The public form of a run, with the state of every node."""
+    return {
+        "id": run.id, "flowchart_id": run.flowchart_id, "status": run.status,
+        "inputs": run.inputs, "workspace": run.workspace,
+        "max_node_executions": run.max_node_executions,
+        "error_code": run.error_code, "error_message": run.error_message,
+        "created_at": _when(run.created_at), "started_at": _when(run.started_at),
+        "finished_at": _when(run.finished_at),
+        "nodes": {n.node_key: {"type": n.type, "state": n.state,
+                               "execution_id": n.execution_id, "result": n.result,
+                               "error_code": n.error_code, "error_message": n.error_message,
+                               "started_at": _when(n.started_at),
+                               "finished_at": _when(n.finished_at)} for n in nodes},
+    }

@@ -1,0 +1,181 @@
+"""Running one work node of a flowchart run: an agent node or a command node.
+
+Both are node executions (rows of ``node_executions`` linked to the run by ``flowchart_run_id``
+and ``node_id``). An agent node is one :class:`~services.executions.ExecutionService` run with its
+prompt rendered from upstream results; a command node is one ``command.run`` through the command
+domain (confinement, sandbox, scrubbed environment), recorded as a keyed tool call of its
+execution. :class:`NodeOutcome` is what the run service records on the node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.composition import DEFAULT_MODELS, command_sandbox
+from services.db.executions import ExecutionRepository
+from services.db.idempotency import DbIdempotencyStore
+from services.db.models import NodeExecution
+from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE, SettingsRepository
+from services.db.session import Database
+from services.execution.envelope import SuccessEnvelope
+from services.execution.errors import ExecutionError
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher
+from services.execution.tool_domains.registry import default_registry
+from services.executions import ExecutionService, RunRequest
+from services.flowchart_templates import render_template
+from services.flowcharts import AgentConfig, CommandConfig, NodeSpec, NodeState
+from services.settings import StudioSettings
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    state: NodeState
+    result: dict[str, Any] | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """Everything a work node needs: where it runs, what it sees, how it is linked."""
+
+    run_id: str
+    node: NodeSpec
+    node_row_id: str | None
+    workspace: str | None
+    context: dict[str, Any]
+
+
+class NodeRunner:
+    """Creates the node execution of a job and runs it."""
+
+    def __init__(self, db: Database, settings: StudioSettings) -> None:
+        self.db = db
+        self.settings = settings
+        self.executions = ExecutionRepository(db)
+
+    def workspace(self, job: NodeJob, node_workspace: str | None) -> Path:
+        where = node_workspace or job.workspace
+        if where is None:
+            raise ValueError(f"node {job.node.id!r} has no workspace: give one to the run "
+                             "(workspace) or to the node (config.workspace)")
+        return Path(where)
+
+    # -- agent ------------------------------------------------------------------------------
+
+    def agent_request(self, job: NodeJob) -> RunRequest:
+        """The run request of an agent node; raises ``TemplateRenderError`` on a bad prompt."""
+        config = AgentConfig.model_validate(job.node.config)
+        node_config = ({NODE_CUTOVER_OVERRIDE: config.cutover_override}
+                       if config.cutover_override is not None else {})
+        return RunRequest(
+            provider=config.provider,
+            prompt=render_template(job.node.id, config.prompt, job.context),
+            workspace=self.workspace(job, config.workspace), model=config.model,
+            script=config.replay_script, limit_overrides=dict(config.limits),
+            node_config=node_config,
+        )
+
+    def create_agent_execution(self, job: NodeJob, request: RunRequest) -> str:
+        snapshot = SettingsRepository(self.db).snapshot({**request.node_config,
+                                                         **request.limit_overrides})
+        return self.executions.create(
+            provider=request.provider,
+            model=request.model or DEFAULT_MODELS.get(request.provider, ""),
+            prompt=request.prompt, workspace=str(request.workspace), limits=snapshot["limits"],
+            settings_snapshot=snapshot, flowchart_run_id=job.run_id, node_id=job.node_row_id,
+        )
+
+    def run_agent(self, job: NodeJob, execution_id: str, request: RunRequest) -> NodeOutcome:
+        try:
+            ExecutionService(self.db, self.settings).execute(execution_id, request)
+        except ExecutionError as exc:  # recorded on the execution by the service already
+            return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
+                               error_message=f"node {job.node.id!r}: {exc.message}")
+        row = self.executions.get(execution_id)
+        assert row is not None
+        config = AgentConfig.model_validate(job.node.config)
+        return agent_outcome(job.node.id, row, continue_on_failure=config.continue_on_failure)
+
+    # -- command ----------------------------------------------------------------------------
+
+    def command_args(self, job: NodeJob) -> dict[str, Any]:
+        """The ``command.run`` arguments, templates rendered."""
+        config = CommandConfig.model_validate(job.node.config)
+        args: dict[str, Any] = {"cwd": config.cwd, "timeout_s": config.timeout_s,
+                                "env": dict(config.env)}
+        if config.argv is not None:
+            args["argv"] = [render_template(job.node.id, item, job.context)
+                            for item in config.argv]
+        else:
+            args["command"] = render_template(job.node.id, config.command or "", job.context)
+        return args
+
+    def create_command_execution(self, job: NodeJob, args: dict[str, Any]) -> str:
+        config = CommandConfig.model_validate(job.node.config)
+        text = shlex.join(args["argv"]) if "argv" in args else str(args["command"])
+        return self.executions.create(
+            provider="command", model="", prompt=text,
+            workspace=str(self.workspace(job, None)), runtime="command",
+            limits={"timeout_s": config.timeout_s}, flowchart_run_id=job.run_id,
+            node_id=job.node_row_id,
+        )
+
+    def run_command(self, job: NodeJob, execution_id: str, args: dict[str, Any]) -> NodeOutcome:
+        config = CommandConfig.model_validate(job.node.config)
+        workspace = self.workspace(job, None)
+        self.executions.mark_running(execution_id)
+        ctx = ToolDomainContext(
+            workspace_root=workspace, execution_id=execution_id, request_id=str(uuid.uuid4()),
+            correlation_id=execution_id, sandbox=command_sandbox(self.settings),
+        )
+        dispatcher = Dispatcher(default_registry(), DbIdempotencyStore(self.db))
+        call = dispatcher.normalize(f"node-{job.node.id}", "command_run", args)
+        envelope = dispatcher.dispatch(call, ctx)
+        if not isinstance(envelope, SuccessEnvelope):
+            error = envelope.error
+            message = f"node {job.node.id!r}: command refused: {error.message}"
+            self.executions.finish(execution_id, status="failed", outcome="error",
+                                   error_code=error.code.value, error_message=message)
+            return NodeOutcome(NodeState.FAILED, error_code=error.code.value,
+                               error_message=message)
+        result = dict(envelope.result)
+        ok = result.get("exit_code") == 0 and not result.get("timed_out")
+        result["status"] = "success" if ok else "failed"
+        succeeded = ok or config.continue_on_failure
+        failure: str | None = None
+        if not ok:
+            failure = (f"node {job.node.id!r}: command exited with {result.get('exit_code')}"
+                       + (" (timed out)" if result.get("timed_out") else ""))
+        self.executions.finish(execution_id, status="succeeded" if ok else "failed",
+                               outcome="finished", result=result,
+                               error_code=None if ok else "command_failed",
+                               error_message=failure)
+        if succeeded:
+            return NodeOutcome(NodeState.SUCCEEDED, result=result)
+        return NodeOutcome(NodeState.FAILED, result=result, error_code="command_failed",
+                           error_message=failure)
+
+
+def agent_outcome(node_id: str, row: NodeExecution, *, continue_on_failure: bool) -> NodeOutcome:
+    """The node's outcome from its finished execution.
+
+    ``succeeded`` follows the execution; with ``continue_on_failure`` an agent that answered
+    (outcome ``finished``) with status ``failed`` or ``blocked`` succeeds too, so a decision can
+    route on that status.
+    """
+    result = row.result
+    if row.status == "succeeded" or (continue_on_failure and row.outcome == "finished"):
+        return NodeOutcome(NodeState.SUCCEEDED, result=result)
+    if row.status == "cancelled":
+        return NodeOutcome(NodeState.CANCELLED, result=result, error_code="cancelled",
+                           error_message=f"node {node_id!r}: execution cancelled")
+    summary = (result or {}).get("summary") or row.error_message or row.outcome
+    return NodeOutcome(NodeState.FAILED, result=result,
+                       error_code=row.error_code or "node_failed",
+                       error_message=f"node {node_id!r}: execution {row.status}: {summary}")
