@@ -133,6 +133,8 @@ class ClaudeEngine:
                     await self._drive(options, prompt, session)
                 finally:
                     self._task_group = None
+                    # the session is over: a pending interrupt has nothing left to stop
+                    task_group.cancel_scope.cancel()
             transcript = self._keep_transcript(root / "config", session)
         return self._finish(session, transcript)
 
