@@ -17,6 +17,7 @@ from services.cli import db, demo, executions, integrations, run, runtime_settin
 from services.cli.api import api_command
 from services.cli.providers import providers_command
 from services.cli.tokens import app as tokens_app
+from services.cli.worker import worker_command
 
 app = typer.Typer(
     name="studio",
@@ -36,6 +37,7 @@ app.add_typer(executions.app, name="executions")
 app.command("providers")(providers_command)
 app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")
+app.command("worker")(worker_command)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -1,0 +1,26 @@
+"""``studio worker``: a Celery worker for node executions, with the lease reaper."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from services.execution.errors import ConfigError
+from services.settings import get_settings
+
+
+def worker_command(
+    concurrency: Annotated[int, typer.Option(min=1, help="Executions run at once.")] = 2,
+    reaper: Annotated[bool, typer.Option(
+        "--reaper/--no-reaper", help="Re-dispatch executions whose lease expired.")] = True,
+    loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+) -> None:
+    """Consume node executions from STUDIO_BROKER_URL; each runs as `studio execute ID`."""
+    from services.worker.runner import run_worker  # imports celery: only for this command
+
+    try:
+        run_worker(get_settings(), concurrency=concurrency, reaper=reaper, loglevel=loglevel)
+    except ConfigError as exc:
+        typer.echo(f"studio worker: {exc.message}", err=True)
+        raise typer.Exit(2) from exc

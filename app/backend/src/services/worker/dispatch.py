@@ -1,0 +1,61 @@
+"""Handing a recorded execution to whoever runs it: what ``studio run`` and the API call.
+
+With ``STUDIO_BROKER_URL`` set, :func:`dispatch_execution` sends ``studio.execute_node`` to the
+queue ``STUDIO_WORKER_QUEUE`` and returns at once; a ``studio worker`` picks it up. Without a
+broker (the embedded default) it runs the task body right here, synchronously: the same
+admission check and the same ``studio execute`` child, minus the broker. Celery is not involved
+at all then (no eager task objects, no in-memory transport), so the result is the same code path
+a worker runs. Call it after the transaction that recorded the execution has committed.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from celery import Celery
+
+from services.settings import StudioSettings, get_settings
+from services.worker.admission import Admission
+from services.worker.celery_app import TASK_EXECUTE_NODE, broker_url, build_celery
+from services.worker.handlers import handle_execute_node
+from services.worker.payloads import ExecuteNodePayload, parse
+
+log = logging.getLogger(__name__)
+
+_apps: dict[tuple[str, str], Celery] = {}
+_apps_lock = threading.Lock()
+
+
+def producer_app(settings: StudioSettings) -> Celery:
+    """One Celery app per broker and queue in this process (it holds the connection pool)."""
+    key = (broker_url(settings) or "", settings.worker_queue)
+    with _apps_lock:
+        if key not in _apps:
+            _apps[key] = build_celery(settings)
+        return _apps[key]
+
+
+class Dispatcher:
+    """A dispatch callable bound to settings (what the reaper is given)."""
+
+    def __init__(self, settings: StudioSettings, *, app: Celery | None = None) -> None:
+        self.settings = settings
+        self._app = app
+
+    def __call__(self, execution_id: str) -> Admission | None:
+        """Send the execution's task; answers ``None`` when sent, the decision when run here."""
+        payload = parse(ExecuteNodePayload, {"execution_id": execution_id})
+        if broker_url(self.settings) is None:
+            return handle_execute_node(payload, self.settings)
+        app = self._app or producer_app(self.settings)
+        app.send_task(TASK_EXECUTE_NODE, kwargs=payload.message(),
+                      queue=self.settings.worker_queue)
+        log.info("dispatched execution %s to queue %s", execution_id, self.settings.worker_queue)
+        return None
+
+
+def dispatch_execution(execution_id: str,
+                       settings: StudioSettings | None = None) -> Admission | None:
+    """Run ``execution_id`` through a worker (broker configured) or in this process (no broker)."""
+    return Dispatcher(settings or get_settings())(execution_id)

@@ -1,0 +1,55 @@
+"""What the tasks hand off to: plain functions, callable without Celery (tests, eager mode).
+
+:func:`handle_execute_node` admits a delivery (see :mod:`~services.worker.admission`) and runs
+the execution in a child process; it returns the decision and never raises for an execution
+that failed (the execution row records that; a Celery retry would only run it again).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from services.db.executions import ExecutionRepository
+from services.db.session import Database, open_database
+from services.executors.base import SubstrateStatus
+from services.leases import LeaseTimings
+from services.reaper import reap
+from services.settings import StudioSettings
+from services.worker.admission import Admission, admit
+from services.worker.child import run_child
+from services.worker.payloads import ExecuteNodePayload
+
+log = logging.getLogger(__name__)
+
+Launch = Callable[[str], SubstrateStatus]
+
+
+def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *,
+                        launch: Launch = run_child) -> Admission:
+    """Run the execution unless it is unknown, finished, or held by a live lease."""
+    execution_id = str(payload.execution_id)
+    db = open_database(settings)
+    try:
+        decision = admit(ExecutionRepository(db).get(execution_id))
+    finally:
+        db.dispose()
+    if decision is not Admission.RUN:
+        log.info("worker: execution %s not started (%s)", execution_id, decision.value)
+        return decision
+    status = launch(execution_id)
+    log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)
+    return decision
+
+
+def reap_once(db: Database, settings: StudioSettings,
+              dispatch: Callable[[str], Any]) -> list[str]:
+    """One reaper pass: each execution whose lease expired is handed to ``dispatch``; orphaned
+    workspace directories are deleted. Answers the ids dispatched."""
+    return reap(db, settings, dispatch)
+
+
+def reaper_interval_s(db: Database) -> float:
+    """The runtime setting ``reaper_interval_s``, read fresh each time."""
+    return LeaseTimings.from_db(db).reaper_interval_s

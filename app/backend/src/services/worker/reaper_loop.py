@@ -1,0 +1,70 @@
+"""The reaper inside ``studio worker``: a thread that re-dispatches executions whose lease expired.
+
+Every ``reaper_interval_s`` (a runtime setting, read again after each pass) it runs one pass of
+the durable path's reaper with a dispatch callable that sends ``studio.execute_node``. Nothing
+waits for the broker's visibility timeout: an execution whose worker died is sent again as soon
+as its lease has expired and a reaper has looked. Every worker may run a reaper; two reapers
+finding the same execution send it twice, and the second delivery finds a live lease and is
+ignored (see :mod:`~services.worker.admission`).
+
+The pass runs in the worker's main process, not as a task: with ``prefetch_multiplier = 1`` and
+every pool slot busy with a long execution, a ``studio.reap`` message would wait behind them.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from kombu.exceptions import KombuError
+from sqlalchemy.exc import SQLAlchemyError
+
+from services.db.session import Database, open_database
+from services.execution.errors import ExecutionError
+from services.settings import StudioSettings
+from services.worker.handlers import reap_once, reaper_interval_s
+
+log = logging.getLogger(__name__)
+
+FALLBACK_INTERVAL_S = 30.0
+MIN_INTERVAL_S = 0.1
+# What one failed pass may raise without ending the loop: the database or the broker being away
+# for a moment. The error is logged with its traceback and the next pass tries again.
+TRANSIENT_ERRORS = (SQLAlchemyError, KombuError, OSError, ExecutionError)
+
+
+class ReaperLoop(threading.Thread):
+    """Runs reaper passes until :meth:`stop`."""
+
+    def __init__(self, settings: StudioSettings, dispatch: Callable[[str], Any]) -> None:
+        super().__init__(name="studio-reaper", daemon=True)
+        self._settings = settings
+        self._dispatch = dispatch
+        self._stopping = threading.Event()
+        self.passes = 0
+
+    def stop(self) -> None:
+        self._stopping.set()
+
+    def run(self) -> None:
+        db = open_database(self._settings)
+        try:
+            while not self._stopping.is_set():
+                self._stopping.wait(self.run_pass(db))
+        finally:
+            db.dispose()
+
+    def run_pass(self, db: Database) -> float:
+        """One pass; answers the interval to wait before the next."""
+        try:
+            reaped = reap_once(db, self._settings, self._dispatch)
+            if reaped:
+                log.info("reaper: re-dispatched %s", ", ".join(reaped))
+            return max(reaper_interval_s(db), MIN_INTERVAL_S)
+        except TRANSIENT_ERRORS:
+            log.exception("reaper: pass failed; trying again later")
+            return FALLBACK_INTERVAL_S
+        finally:
+            self.passes += 1

@@ -1,0 +1,26 @@
+"""Fixtures of the worker tests: settings on a throw-away SQLite file, no broker."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr
+
+from services.db.session import Database, open_database
+from services.settings import StudioSettings
+
+
+@pytest.fixture
+def worker_settings(tmp_path: Path) -> StudioSettings:
+    """No broker (the embedded default), an SQLite file database."""
+    return StudioSettings(database_url=SecretStr(f"sqlite:///{tmp_path / 'studio.db'}"),
+                          data_dir=tmp_path / "data", broker_url=None)
+
+
+@pytest.fixture
+def worker_db(worker_settings: StudioSettings) -> Iterator[Database]:
+    db = open_database(worker_settings)
+    yield db
+    db.dispose()
