@@ -187,3 +187,26 @@ def test_secrets_are_found_nowhere(db_url: str, tmp_path: Path) -> None:
         assert GITHUB_TOKEN not in text_, where
         assert OPENAI_KEY not in text_, where
     assert "[redacted]" in haystacks["journal"]
+
+
+def test_cutover_off_answers_unsupported_capability_and_records_why(
+        db_url: str, tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script_file = tmp_path / "script.json"
+    script_file.write_text(json.dumps({"turns": [{"final": "never asked"}]}))
+    env = studio_env(db_url, tmp_path)
+    assert studio(env, "settings", "set", "agent_runtime_cutover_enabled", "false").returncode == 0
+    proc = studio(env, "run", "--workspace", str(workspace), "--provider", "replay",
+                  "--script", str(script_file), "--json", "go")
+    assert proc.returncode == 1
+    summary = last_json(proc.stdout)
+    assert summary["outcome"] == "error"
+    assert summary["error"]["code"] == "unsupported_capability"
+    db = _database(db_url)
+    row = ExecutionRepository(db).get(summary["execution_id"])
+    assert row is not None and row.status == "failed"
+    assert row.settings_snapshot["agent_runtime_cutover_enabled"] == {
+        "value": False, "source": "runtime_setting"}
+    assert _events(db, summary["execution_id"]) == []  # the loop never started
+    db.dispose()
