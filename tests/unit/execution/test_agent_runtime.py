@@ -190,3 +190,17 @@ def test_events_carry_usage_and_finished_outcome(workspace: Path) -> None:
     assert finished["outcome"] == "finished" and finished["status"] == "success"
     warnings = [e.data["code"] for e in sink.of_kind(AgentEventKind.WARNING)]
     assert "unknown_model_price" in warnings  # "scripted" has no price: costs 0, with a warning
+
+
+def test_limits_are_read_fresh_before_every_model_call(workspace: Path) -> None:
+    client = ScriptedClient([tool_turn(("test_echo", {"text": str(i)})) for i in range(10)])
+    agent, _ = build_agent(workspace, client)
+    reads: list[int] = []
+
+    def refresh() -> AgentLimits:
+        reads.append(1)
+        return AgentLimits(max_iterations=2 if len(reads) > 1 else 24)
+
+    agent.deps.refresh_limits = refresh
+    result = run(agent)
+    assert result.outcome is Outcome.MAX_ITERATIONS_EXCEEDED and len(client.requests) == 2

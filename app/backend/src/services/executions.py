@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import tempfile
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.idempotency import DbIdempotencyStore
 from services.db.journal import DbEventSink
+from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
@@ -32,12 +33,12 @@ from services.execution.guards import AgentLimits
 from services.execution.mcp_bridge import McpHub
 from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
-from services.execution.ports import EventSink, ModelClient, SelfDrivingEngine
+from services.execution.ports import AgentEvent, EventSink, ModelClient, SelfDrivingEngine
 from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
-from services.settings import StudioSettings, mcp_base_environment
+from services.settings import StudioSettings, get_settings, mcp_base_environment
 
 FINAL_STATUS = {
     Outcome.CANCELLED: "cancelled",
@@ -95,6 +96,17 @@ async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps,
             await engine.aclose()
 
 
+class RedactingSink:
+    """Hands events on with every known secret replaced (live output is a log too)."""
+
+    def __init__(self, sink: EventSink, redactor: Redactor | None = None) -> None:
+        self.sink = sink
+        self.redactor = redactor or Redactor.from_settings(get_settings())
+
+    def emit(self, event: AgentEvent) -> None:
+        self.sink.emit(replace(event, data=self.redactor.data(dict(event.data))))
+
+
 class ExecutionService:
     """Runs recorded executions against one database."""
 
@@ -103,6 +115,7 @@ class ExecutionService:
         self.settings = settings
         self.executions = ExecutionRepository(db)
         self.runtime_settings = SettingsRepository(db)
+        self.redactor = Redactor.from_settings(settings)
 
     def run(self, request: RunRequest, *, sinks: list[EventSink] | None = None) -> RunResult:
         """Record and run one execution to its end; the row always ends in a final status."""
@@ -172,8 +185,12 @@ class ExecutionService:
                 hub.register(registry)
             deps = AgentDeps(
                 dispatcher=Dispatcher(registry, DbIdempotencyStore(self.db)), ctx=ctx,
-                sink=FanOutSink([DbEventSink(self.db), *sinks]), limits=agent_limits(limits),
+                sink=FanOutSink([DbEventSink(self.db),
+                                 *(RedactingSink(s, self.redactor) for s in sinks)]),
+                limits=agent_limits(limits),
                 control=DbRunControl(self.db, execution_id),
+                refresh_limits=lambda: agent_limits(self.runtime_settings.limits(
+                    {**request.node_config, **request.limit_overrides})),
                 budget=DbBudget(self.db, execution_id, repository,
                                 float(limits["repo_daily_budget_usd"])),
             )

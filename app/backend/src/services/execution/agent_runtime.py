@@ -67,6 +67,7 @@ class AgentDeps:
     limits: AgentLimits = field(default_factory=AgentLimits)
     control: RunControl | None = None
     budget: BudgetPort | None = None
+    refresh_limits: Callable[[], AgentLimits] | None = None  # runtime settings, read each cycle
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Sleep = anyio.sleep
     clock: Callable[[], float] = time.monotonic
@@ -148,6 +149,8 @@ class FrontierAgent:
 
     def _check_before_model_call(self) -> None:
         self.check_control()
+        if self.deps.refresh_limits is not None:
+            self.deps.limits = self.deps.refresh_limits()
         limits = self.deps.limits
         if self.iterations >= limits.max_iterations:
             raise StopRun(ErrorCode.MAX_ITERATIONS_EXCEEDED,
