@@ -20,7 +20,9 @@ if [ ! -x .venv/bin/python ]; then
 fi
 stamp=.venv/.studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip >&2
-  .venv/bin/python -m pip install -q -e ".[dev]" >&2
+  # (this machine's pip config names extra local indexes; their "is ignored" notes are noise)
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored: it is neither" >&2 || true
+  .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" >&2
+  .venv/bin/python -c "import services" || { echo "setup: install failed" >&2; exit 1; }
   touch "$stamp"
 fi
