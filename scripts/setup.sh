@@ -21,8 +21,9 @@ fi
 stamp=.venv/.studio-installed
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   # (this machine's pip config names extra local indexes; their "is ignored" notes are noise)
-  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | grep -v "is ignored: it is neither" >&2 || true
-  .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | grep -v "is ignored: it is neither" >&2
+  quiet() { grep -v "is ignored: it is neither" >&2 || true; }
+  .venv/bin/python -m pip install -q --upgrade pip 2>&1 | quiet
+  .venv/bin/python -m pip install -q -e ".[dev]" 2>&1 | quiet
   .venv/bin/python -c "import services" || { echo "setup: install failed" >&2; exit 1; }
   touch "$stamp"
 fi
