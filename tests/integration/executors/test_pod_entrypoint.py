@@ -97,3 +97,19 @@ def test_the_entrypoint_runs_as_a_process(job: dict[str, Any], tmp_path: Path) -
     )
     assert help_run.returncode == 0, help_run.stderr
     assert "Usage: studio" in help_run.stdout
+
+
+def test_the_job_command_runs_studio_execute(job: dict[str, Any], tmp_path: Path) -> None:
+    """The Job's own argv and environment reach ``studio execute``, which answers for the id.
+
+    The database (a fresh SQLite file from the Secret) holds no such execution: the documented
+    answer is exit code 2 and ``no execution <id>`` on stderr.
+    """
+    argv, env, cwd = container_start(job, secret_store(tmp_path), tmp_path / "volumes")
+    run = subprocess.run(
+        argv, env=env, cwd=cwd, capture_output=True, text=True,
+        timeout=PROCESS_TIMEOUT_S, check=False,
+    )
+    assert run.returncode == 2, run.stderr
+    assert f"no execution {EXECUTION_ID}" in run.stderr
+    assert "No such command" not in run.stderr
