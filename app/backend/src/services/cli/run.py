@@ -1,29 +1,51 @@
-"""``studio run``: the loop on an existing directory, live on stderr, one JSON line with --json."""
+"""``studio run``: the loop on an existing directory (``--workspace``) or on a fresh clone of a
+repository (``--repo``: clone, loop, commit, push, pull request), live on stderr, one JSON line
+with ``--json``.
+
+``--repo`` records the execution and runs it in this process through the same code path as
+``studio execute`` (:func:`services.durable.execute_execution`); its JSON line adds ``branch``,
+``head_sha`` and ``pr_url``. The token comes from ``STUDIO_GITHUB_TOKEN`` or the stored
+integration; a local path is accepted as the repository (from the CLI only).
+"""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, NoReturn, cast
 
 import typer
 
 from services.cli.database import open_db
+from services.cli.execute import report
 from services.cli.live import LiveConsoleSink
 from services.composition import PROVIDERS
-from services.execution.errors import ConfigError
+from services.db.redaction import Redactor
+from services.durable import execute_execution
+from services.execution.errors import ConfigError, ExecutionError
+from services.execution_request import ExecutionRequest, create_execution
 from services.executions import ExecutionService, RunRequest
 from services.settings import get_settings
 
 
-def _usage_error(message: str) -> None:
+def _usage_error(message: str) -> NoReturn:
     typer.echo(f"studio run: {message}", err=True)
     raise typer.Exit(2)
 
 
 def run_command(
     prompt: Annotated[str, typer.Argument(help="What the agent should do.")],
-    workspace: Annotated[Path, typer.Option("--workspace", help="An existing directory.")],
+    workspace: Annotated[Path | None, typer.Option(
+        "--workspace", help="An existing directory (or use --repo).")] = None,
+    repo: Annotated[str | None, typer.Option(
+        "--repo", help="Repository URL (or local path) to clone, change, push and PR.")] = None,
+    base: Annotated[str | None, typer.Option(
+        "--base", help="Base branch (default: the remote's HEAD).")] = None,
+    pull_request: Annotated[bool, typer.Option(
+        "--pr/--no-pr", help="Open (or reuse) a pull request at the end (--repo).")] = True,
+    github_repo: Annotated[str | None, typer.Option(
+        "--github-repo", help="OWNER/NAME on GitHub when the URL does not say.")] = None,
+    keep_workspace: Annotated[bool, typer.Option(help="Keep the clone (--repo).")] = False,
     provider: Annotated[str, typer.Option(help="codex | gemini | claude | replay")] = "replay",
     model: Annotated[str | None, typer.Option(help="Model name (provider default).")] = None,
     script: Annotated[Path | None, typer.Option(help="Replay script (JSON).")] = None,
@@ -31,19 +53,27 @@ def run_command(
     max_budget_usd: Annotated[float | None, typer.Option(min=0.0)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
 ) -> None:
-    """Run the agent loop on an existing directory; every run is recorded as an execution."""
+    """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
-    if not workspace.is_dir():
-        _usage_error(f"--workspace {workspace} is not a directory")
+    if (workspace is None) == (repo is None):
+        _usage_error("give exactly one of --workspace DIR and --repo URL")
     if provider == "replay" and script is None:
         _usage_error("the replay provider needs --script FILE")
+    overrides = {k: v for k, v in {"max_iterations": max_iterations,
+                                   "max_budget_usd": max_budget_usd}.items() if v is not None}
+    if repo is not None:
+        _run_repo(ExecutionRequest(
+            provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
+            pull_request=pull_request, script=_script(script), github_repo=github_repo,
+            allow_local=True, limit_overrides=overrides), keep_workspace, json_output)
+    assert workspace is not None
+    if not workspace.is_dir():
+        _usage_error(f"--workspace {workspace} is not a directory")
     settings = get_settings()
     service = ExecutionService(open_db(), settings)
-    overrides = {"max_iterations": max_iterations, "max_budget_usd": max_budget_usd}
     request = RunRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
-                         model=model, script=script,
-                         limit_overrides={k: v for k, v in overrides.items() if v is not None})
+                         model=model, script=script, limit_overrides=overrides)
     try:
         result = service.run(request, sinks=[LiveConsoleSink()])
     except ConfigError as exc:
@@ -53,3 +83,31 @@ def run_command(
     else:
         typer.echo(result.result.model_dump_json(indent=2))
     raise typer.Exit(0 if result.succeeded else 1)
+
+
+def _script(path: Path | None) -> dict[str, Any] | None:
+    """The replay script, stored inline on the execution (any process can replay it)."""
+    if path is None:
+        return None
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        _usage_error(f"cannot read the replay script {path}: {exc}")
+    if not isinstance(data, dict):
+        _usage_error("the replay script must be a JSON object")
+    return cast(dict[str, Any], data)
+
+
+def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool) -> None:
+    settings = get_settings()
+    db = open_db()
+    try:
+        execution_id = create_execution(db, request, Redactor.from_settings(settings))
+        outcome = execute_execution(execution_id, settings=settings, db=db,
+                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
+    except ExecutionError as exc:
+        _usage_error(exc.message)
+        raise AssertionError("unreachable") from exc
+    finally:
+        db.dispose()
+    report(outcome, json_output)

@@ -8,7 +8,8 @@ Script format (SPEC §3)::
 
 A turn may also carry ``"usage": {"input_tokens": .., "output_tokens": .., "cost_usd": ..}`` so
 budget behaviour can be replayed. Calls get deterministic ids ``<cycle>-<index>``. When the
-script runs out, the model answers with a final text saying so.
+script runs out, the model answers with a final text saying so. A resumed conversation (one that
+already holds N model turns) continues at turn N + 1 of the script.
 """
 
 from __future__ import annotations
@@ -91,6 +92,8 @@ class ReplayClient:
         self._next = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
+        answered = sum(1 for m in request.messages if m.role is Role.ASSISTANT)
+        self._next = max(self._next, answered)  # a resumed conversation skips what it holds
         turn = self._take()
         usage = Usage(cost_usd=0.0)  # a replayed model costs nothing unless the script says so
         if turn is not None and turn.usage is not None:

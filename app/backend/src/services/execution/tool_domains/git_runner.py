@@ -75,7 +75,8 @@ HARDENING_CONFIG: tuple[tuple[str, str], ...] = (
     ("color.ui", "false"),
 )
 
-_ALLOWED_EXTRA = re.compile(r"^GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+)$")
+# GIT_INDEX_FILE: the harness's checkpoints stage the worktree into a temporary index.
+_ALLOWED_EXTRA = re.compile(r"^(GIT_CONFIG_(COUNT|KEY_\d+|VALUE_\d+)|GIT_INDEX_FILE)$")
 _FILTER_KEY = re.compile(r"^filter\.(.+)\.(clean|smudge|process|required)$", re.IGNORECASE)
 # Commands that read refs or objects only: no worktree filter can run, no scan needed.
 _NO_FILTER_COMMANDS = frozenset(
@@ -165,7 +166,8 @@ def build_env(workspace: Path, author: GitAuthor,
     }
     for key, value in (env_extra or {}).items():
         if not _ALLOWED_EXTRA.match(key):
-            raise ConfigError(f"git environment may only add GIT_CONFIG_* variables, not {key}")
+            raise ConfigError(f"git environment may only add GIT_CONFIG_* variables "
+                              f"(and GIT_INDEX_FILE), not {key}")
         env[key] = value
     return env
 

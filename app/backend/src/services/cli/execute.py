@@ -1,0 +1,55 @@
+"""``studio execute EXECUTION_ID``: claim, run or resume, and finalize one recorded execution.
+
+The entrypoint of every substrate (a local subprocess, a Kubernetes Job). Exit codes: 0 when the
+execution succeeded, or when there was nothing to do (a live lease held elsewhere, an execution
+already finished, a lease taken over mid-run: the holder carries on); 1 when it ended in another
+final status; 2 for an unknown id or a configuration error. ``--json`` prints one line last.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated
+
+import typer
+
+from services.cli.database import open_db
+from services.cli.live import LiveConsoleSink
+from services.db.executions import UnknownExecution
+from services.durable import ExecutionOutcome, execute_execution
+from services.execution.errors import ConfigError
+from services.settings import get_settings
+
+
+def report(outcome: ExecutionOutcome, json_output: bool) -> None:
+    """Print the outcome (a JSON line with ``--json``) and exit with its code."""
+    if outcome.message:
+        typer.echo(f"studio: {outcome.execution_id}: {outcome.message}", err=True)
+    if json_output:
+        typer.echo(json.dumps(outcome.summary(), separators=(",", ":")))
+    elif outcome.run is not None:
+        typer.echo(outcome.run.result.model_dump_json(indent=2))
+    if outcome.state != "ran":
+        raise typer.Exit(0)
+    raise typer.Exit(0 if outcome.succeeded else 1)
+
+
+def execute_command(
+    execution_id: Annotated[str, typer.Argument(metavar="EXECUTION_ID")],
+    keep_workspace: Annotated[bool, typer.Option(help="Keep the workspace afterwards.")] = False,
+    json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
+) -> None:
+    """Run (or resume) a recorded execution to its end: lease, workspace, loop, push, PR."""
+    db = open_db()
+    try:
+        outcome = execute_execution(execution_id, settings=get_settings(), db=db,
+                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
+    except UnknownExecution as exc:
+        typer.echo(f"studio: no execution {execution_id}", err=True)
+        raise typer.Exit(2) from exc
+    except ConfigError as exc:
+        typer.echo(f"studio: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
+    finally:
+        db.dispose()
+    report(outcome, json_output)

@@ -1,0 +1,252 @@
+"""Execution leases: one live owner per execution, fenced by an epoch, kept alive by a heartbeat.
+
+A lease is three columns of ``node_executions``: ``lease_owner`` (``host:pid:random``),
+``lease_epoch`` and ``lease_expires_at``. Every operation is one conditional ``UPDATE``:
+
+* :meth:`LeaseStore.claim` succeeds when the execution is not final and nobody holds a live
+  lease (no owner, or ``lease_expires_at`` in the past); it bumps the epoch and answers it;
+* :meth:`LeaseStore.heartbeat` extends the lease while the owner and the epoch still match;
+  a heartbeat that matches nothing means the lease was lost (taken over after it expired);
+* :meth:`LeaseStore.release` gives it up (the epoch stays, so a later claim bumps past it).
+
+The epoch is the fence: the journal (``DbEventSink(lease_epoch=...)``), the tool-call records
+and workspace checkpoints, every status update of the durable path, and every push compare it
+with the row and raise :class:`~services.db.journal.StaleLease` when it moved on, so a process
+that lost its lease can neither write nor push. Times are this process's UTC clock
+(:func:`~services.db.base.utcnow`); keep executor clocks synchronised (NTP) and the TTL well
+above the heartbeat interval.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+
+from services.db.base import utcnow
+from services.db.executions import FINAL_STATUSES, UnknownExecution
+from services.db.journal import StaleLease
+from services.db.models import NodeExecution
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.execution.errors import ErrorCode, ToolFailure
+from services.execution.ports import GitAuth, RunControl
+
+log = logging.getLogger(__name__)
+
+ACTIVE_STATUSES = frozenset({"claimed", "running", "finalizing"})
+
+
+def new_owner() -> str:
+    """A lease owner name unique to this process and call: ``host:pid:random``."""
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+@dataclass(frozen=True)
+class LeaseTimings:
+    """Lease TTL, heartbeat and reaper intervals (runtime settings)."""
+
+    ttl_s: float = 60.0
+    heartbeat_s: float = 15.0
+    reaper_interval_s: float = 30.0
+
+    @classmethod
+    def from_db(cls, db: Database) -> LeaseTimings:
+        repo = SettingsRepository(db)
+        return cls(ttl_s=float(repo.get("lease_ttl_s")),
+                   heartbeat_s=float(repo.get("heartbeat_s")),
+                   reaper_interval_s=float(repo.get("reaper_interval_s")))
+
+
+class LeaseStore:
+    """The lease operations on one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def claim(self, execution_id: str, owner: str, ttl_s: float) -> int | None:
+        """Take the lease; the new epoch, or ``None`` when it is held or the execution is final.
+        Raises :class:`UnknownExecution` for an unknown id."""
+        now = utcnow()
+        statement = (
+            update(NodeExecution)
+            .where(NodeExecution.id == execution_id,
+                   NodeExecution.status.not_in(sorted(FINAL_STATUSES)),
+                   or_(NodeExecution.lease_owner.is_(None),
+                       NodeExecution.lease_expires_at.is_(None),
+                       NodeExecution.lease_expires_at < now))
+            .values(lease_owner=owner, lease_epoch=NodeExecution.lease_epoch + 1,
+                    lease_expires_at=now + timedelta(seconds=ttl_s), status="claimed",
+                    updated_at=now)
+            .returning(NodeExecution.lease_epoch)
+        )
+        with self.db.session() as session:
+            epoch = session.execute(statement).scalar_one_or_none()
+            if epoch is None and session.get(NodeExecution, execution_id) is None:
+                raise UnknownExecution(execution_id)
+        return int(epoch) if epoch is not None else None
+
+    def heartbeat(self, execution_id: str, owner: str, epoch: int, ttl_s: float) -> bool:
+        """Extend the lease; ``False`` when it is no longer ours (lost)."""
+        now = utcnow()
+        with self.db.session() as session:
+            result = session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                       NodeExecution.lease_epoch == epoch)
+                .values(lease_expires_at=now + timedelta(seconds=ttl_s))
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def release(self, execution_id: str, owner: str, epoch: int) -> None:
+        """Give the lease up (nothing happens when it is no longer ours)."""
+        with self.db.session() as session:
+            session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                       NodeExecution.lease_epoch == epoch)
+                .values(lease_owner=None, lease_expires_at=None)
+            )
+
+    def current_epoch(self, execution_id: str) -> int | None:
+        with self.db.session() as session:
+            epoch = session.execute(select(NodeExecution.lease_epoch)
+                                    .where(NodeExecution.id == execution_id)).scalar_one_or_none()
+        return int(epoch) if epoch is not None else None
+
+    def guarded_update(self, execution_id: str, epoch: int, values: Mapping[str, Any]) -> None:
+        """Update the execution row only while ``epoch`` is current, else :class:`StaleLease`."""
+        with self.db.session() as session:
+            result = session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_epoch == epoch)
+                .values(updated_at=utcnow(), **values)
+            )
+            if not result.rowcount:  # type: ignore[attr-defined]
+                raise stale(execution_id, epoch)
+
+    def expired(self, *, limit: int = 100) -> list[str]:
+        """Executions in an active status whose lease expired (what the reaper re-dispatches)."""
+        now = utcnow()
+        query = (select(NodeExecution.id)
+                 .where(NodeExecution.status.in_(sorted(ACTIVE_STATUSES)),
+                        NodeExecution.lease_expires_at.is_not(None),
+                        NodeExecution.lease_expires_at < now)
+                 .order_by(NodeExecution.lease_expires_at).limit(limit))
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def live(self) -> list[str]:
+        """Executions that are not final (their workspaces are not orphans)."""
+        query = select(NodeExecution.id).where(
+            NodeExecution.status.not_in(sorted(FINAL_STATUSES)))
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+
+def stale(execution_id: str, epoch: int) -> StaleLease:
+    return StaleLease(f"lease epoch {epoch} of execution {execution_id} is no longer current",
+                      details={"execution_id": execution_id, "epoch": epoch})
+
+
+@dataclass
+class Lease:
+    """A lease this process holds: the fence every write and push checks."""
+
+    store: LeaseStore
+    execution_id: str
+    owner: str
+    epoch: int
+    timings: LeaseTimings
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    def check(self) -> None:
+        """Raise :class:`StaleLease` unless this lease's epoch is still the execution's."""
+        if self.lost.is_set():
+            raise stale(self.execution_id, self.epoch)
+        if self.store.current_epoch(self.execution_id) != self.epoch:
+            self.lost.set()
+            raise stale(self.execution_id, self.epoch)
+
+    def update(self, **values: Any) -> None:
+        """Update the execution row, fenced by the epoch."""
+        try:
+            self.store.guarded_update(self.execution_id, self.epoch, values)
+        except StaleLease:
+            self.lost.set()
+            raise
+
+    def release(self) -> None:
+        self.store.release(self.execution_id, self.owner, self.epoch)
+
+
+class Heartbeat:
+    """A daemon thread renewing a lease every ``heartbeat_s`` until stopped or lost."""
+
+    def __init__(self, lease: Lease) -> None:
+        self.lease = lease
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._beat, daemon=True,
+                                        name=f"lease-heartbeat-{lease.execution_id[:8]}")
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _beat(self) -> None:
+        lease = self.lease
+        while not self._stop.wait(lease.timings.heartbeat_s):
+            try:
+                held = lease.store.heartbeat(lease.execution_id, lease.owner, lease.epoch,
+                                             lease.timings.ttl_s)
+            except OSError:  # a database hiccup: the next beat tries again, the TTL covers it
+                log.warning("lease heartbeat of %s failed; retrying", lease.execution_id)
+                continue
+            if not held:
+                log.warning("lease of %s (epoch %d) was lost", lease.execution_id, lease.epoch)
+                lease.lost.set()
+                return
+
+
+class LeaseControl:
+    """A RunControl that stops the loop at once (``StaleLease``) when the lease was lost,
+    then asks the wrapped control (kill switch, cancellation)."""
+
+    def __init__(self, inner: RunControl, lease: Lease) -> None:
+        self.inner = inner
+        self.lease = lease
+
+    def check(self) -> ErrorCode | None:
+        if self.lease.lost.is_set():
+            raise stale(self.lease.execution_id, self.lease.epoch)
+        return self.inner.check()
+
+
+class LeaseGuardedGitAuth:
+    """``GitAuth`` for pushes and fetches: checks the lease epoch right before handing out the
+    credentials, so a process that lost its lease cannot push (the git tool answers an error).
+    ``inner`` is ``None`` for remotes that need no token."""
+
+    def __init__(self, inner: GitAuth | None, lease: Lease) -> None:
+        self.inner = inner
+        self.lease = lease
+
+    def environment(self, remote_url: str) -> Mapping[str, str]:
+        try:
+            self.lease.check()
+        except StaleLease as exc:
+            raise ToolFailure(ErrorCode.CANCELLED, "this process no longer holds the "
+                              "execution's lease; it may not push", details=exc.details) from None
+        return self.inner.environment(remote_url) if self.inner is not None else {}
