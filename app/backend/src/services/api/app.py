@@ -14,10 +14,10 @@ from contextlib import asynccontextmanager
 
 from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
-from fastapi.routing import APIRoute
+from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 
-from services.api.auth import route_scope
+from services.api.auth import Scope, route_scope
 from services.api.errors import install_error_handlers
 from services.api.launcher import Launcher, ThreadLauncher
 from services.api.metrics import RequestCounter
@@ -50,12 +50,23 @@ def _router(name: str) -> APIRouter:
     return router
 
 
+def api_routes(app: FastAPI) -> list[tuple[str, str, Scope | None]]:
+    """``(method, path, scope)`` of every ``/api/`` endpoint, included routers resolved."""
+    found = []
+    for context in iter_route_contexts(app.routes):
+        path, dependant = context.path, getattr(context, "dependant", None)
+        if path is None or dependant is None or not path.startswith(API_PREFIX):
+            continue
+        scope = route_scope(dependant)
+        found += [(method, path, scope) for method in sorted(context.methods or ())]
+    return found
+
+
 def check_scopes(app: FastAPI) -> None:
     """Raise :class:`UnscopedRoute` for an ``/api/`` route without a scope."""
-    for route in app.routes:
-        if (isinstance(route, APIRoute) and route.path.startswith(API_PREFIX)
-                and route_scope(route) is None):
-            raise UnscopedRoute(f"{sorted(route.methods or ())} {route.path} declares no scope")
+    for method, path, scope in api_routes(app):
+        if scope is None:
+            raise UnscopedRoute(f"{method} {path} declares no scope")
 
 
 def create_app(settings: StudioSettings | None = None, *, db: Database | None = None,

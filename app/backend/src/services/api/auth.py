@@ -12,7 +12,7 @@ from typing import Any
 
 import anyio.to_thread
 from fastapi import Depends, Request
-from fastapi.routing import APIRoute
+from fastapi.dependencies.models import Dependant
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from services.api.errors import ApiError
@@ -55,9 +55,9 @@ def requires(scope: Scope) -> Any:
     return Depends(ScopeRequirement(scope))
 
 
-def route_scope(route: APIRoute) -> Scope | None:
-    """The scope a route declares, if any (walks its dependencies)."""
-    pending = list(route.dependant.dependencies)
+def route_scope(dependant: Dependant) -> Scope | None:
+    """The scope a route's dependency tree declares, if any."""
+    pending = list(dependant.dependencies)
     while pending:
         dependant = pending.pop()
         if isinstance(dependant.call, ScopeRequirement):
