@@ -65,9 +65,11 @@ def build_celery(settings: StudioSettings) -> Celery:
         enable_utc=True,
     )
     # Imported here: tasks need the app, and the app module must stay importable on its own.
+    from services.worker.flowchart_tasks import register_flowchart_tasks
     from services.worker.tasks import register_tasks
 
     register_tasks(app, settings)
+    register_flowchart_tasks(app, settings)
     return app
 
 
