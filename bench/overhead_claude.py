@@ -20,7 +20,6 @@ import asyncio
 import json
 import os
 import tempfile
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -32,19 +31,18 @@ from claude_agent_sdk import (
     SdkMcpTool,
     create_sdk_mcp_server,
 )
-from tests.support.model_server import ScriptedModelServer
 
 from bench.overhead_common import (
     API_KEY,
     CLAUDE_MODEL,
     TASK,
     TOOL,
+    Clock,
     FloorCommand,
     RunTiming,
-    Stamps,
     envelope,
     neutral_tools,
-    script,
+    served,
     timing,
 )
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
@@ -72,36 +70,36 @@ def _base_env() -> dict[str, str]:
 # ------------------------------------------------------------------ harness
 
 
-async def _harness_async(sandbox: CommandSandbox, n: int, workspace: Path,
-                         scratch: Path) -> RunTiming:
-    stamps = Stamps()
-    with ScriptedModelServer(script(n, SCRIPTED_TOOL, stamps)) as server:
-        engine = ClaudeEngine(ClaudeConfig(
-            model=CLAUDE_MODEL, workspace=workspace, api_key=API_KEY, base_url=server.url,
-            env=_base_env(), transcript_dir=scratch / "transcripts", scratch_dir=scratch,
-            max_retries=0,
-        ))
-        ctx = ToolDomainContext(workspace_root=workspace, execution_id=f"bench-{uuid.uuid4()}",
-                                request_id="bench", correlation_id="bench", sandbox=sandbox)
-        sink = MemorySink()
-        deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx, sink=sink,
-                         limits=AgentLimits(max_iterations=n + 2, max_budget_usd=BUDGET_USD))
-        agent = FrontierAgent(engine, deps)
-        started = time.perf_counter()
-        result = await agent.run(TASK)
-        total = time.perf_counter() - started
+async def _harness_async(sandbox: CommandSandbox, n: int, workspace: Path, scratch: Path,
+                         url: str) -> tuple[float, float]:
+    engine = ClaudeEngine(ClaudeConfig(
+        model=CLAUDE_MODEL, workspace=workspace, api_key=API_KEY, base_url=url,
+        env=_base_env(), transcript_dir=scratch / "transcripts", scratch_dir=scratch,
+        max_retries=0,
+    ))
+    ctx = ToolDomainContext(workspace_root=workspace, execution_id=f"bench-{uuid.uuid4()}",
+                            request_id="bench", correlation_id="bench", sandbox=sandbox)
+    sink = MemorySink()
+    deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx, sink=sink,
+                     limits=AgentLimits(max_iterations=n + 2, max_budget_usd=BUDGET_USD))
+    agent = FrontierAgent(engine, deps)
+    clock = Clock.start()
+    result = await agent.run(TASK)
+    elapsed = clock.elapsed()
     results = sink.of_kind(AgentEventKind.TOOL_RESULT)
     ok = [e for e in results if e.data["envelope"].get("ok")
           and e.data["envelope"]["result"].get("exit_code") == 0]
     if result.outcome is not Outcome.FINISHED or len(ok) != n:
         raise RuntimeError(f"claude harness: {result.outcome} ({result.error}), "
                            f"{len(ok)}/{len(results)} ok tool results")
-    return timing(n, total, stamps)
+    return elapsed
 
 
 def harness(sandbox: CommandSandbox, n: int, workspace: Path) -> RunTiming:
-    with tempfile.TemporaryDirectory(prefix="bench-claude-") as scratch:
-        return asyncio.run(_harness_async(sandbox, n, workspace, Path(scratch)))
+    with tempfile.TemporaryDirectory(prefix="bench-claude-") as scratch, \
+            served(n, SCRIPTED_TOOL) as server:
+        elapsed = asyncio.run(_harness_async(sandbox, n, workspace, Path(scratch), server.url))
+    return timing(n, elapsed, server)
 
 
 # ------------------------------------------------------------------ bare SDK loop
@@ -132,39 +130,40 @@ def _bare_tools(command: FloorCommand, tools: str) -> tuple[list[SdkMcpTool[Any]
 
 
 async def _bare_async(sandbox: CommandSandbox, n: int, workspace: Path, scratch: Path,
-                      tools: str) -> RunTiming:
-    stamps = Stamps()
+                      tools: str, url: str) -> tuple[float, float]:
     command = FloorCommand(sandbox, workspace, scratch / "cmd")
     (scratch / "cmd").mkdir()
     sdk_tools, ran = _bare_tools(command, tools)
     system = system_prompt("repository work", neutral_tools(), "")
     for sub in ("config", "home"):
         (scratch / sub).mkdir()
-    with ScriptedModelServer(script(n, SCRIPTED_TOOL, stamps)) as server:
-        env = claude_env.session_env(
-            _base_env(), config_dir=scratch / "config", home=scratch / "home",
-            api_key=API_KEY, base_url=server.url, max_retries=0,
-        )
-        options = ClaudeAgentOptions(
-            tools=[], allowed_tools=[allowed_tool_name(t.name) for t in sdk_tools],
-            mcp_servers={SERVER_NAME: create_sdk_mcp_server(SERVER_NAME, tools=sdk_tools)},
-            strict_mcp_config=True, setting_sources=[], system_prompt=system,
-            model=CLAUDE_MODEL, max_turns=n + 2, max_budget_usd=BUDGET_USD,
-            cwd=str(workspace), permission_mode="dontAsk", env=env,
-        )
-        result: ResultMessage | None = None
-        started = time.perf_counter()
-        async with ClaudeSDKClient(options) as client:
-            await client.query(TASK)
-            async for message in client.receive_response():
-                if isinstance(message, ResultMessage):
-                    result = message
-        total = time.perf_counter() - started
+    env = claude_env.session_env(
+        _base_env(), config_dir=scratch / "config", home=scratch / "home",
+        api_key=API_KEY, base_url=url, max_retries=0,
+    )
+    options = ClaudeAgentOptions(
+        tools=[], allowed_tools=[allowed_tool_name(t.name) for t in sdk_tools],
+        mcp_servers={SERVER_NAME: create_sdk_mcp_server(SERVER_NAME, tools=sdk_tools)},
+        strict_mcp_config=True, setting_sources=[], system_prompt=system,
+        model=CLAUDE_MODEL, max_turns=n + 2, max_budget_usd=BUDGET_USD,
+        cwd=str(workspace), permission_mode="dontAsk", env=env,
+    )
+    result: ResultMessage | None = None
+    clock = Clock.start()
+    async with ClaudeSDKClient(options) as client:
+        await client.query(TASK)
+        async for message in client.receive_response():
+            if isinstance(message, ResultMessage):
+                result = message
+    elapsed = clock.elapsed()
     if result is None or result.is_error or ran[0] != n:
         raise RuntimeError(f"bare claude loop: {result and result.subtype}, ran {ran[0]}/{n}")
-    return timing(n, total, stamps)
+    return elapsed
 
 
 def bare(sandbox: CommandSandbox, n: int, workspace: Path, tools: str = "same") -> RunTiming:
-    with tempfile.TemporaryDirectory(prefix="bench-claude-bare-") as scratch:
-        return asyncio.run(_bare_async(sandbox, n, workspace, Path(scratch), tools))
+    with tempfile.TemporaryDirectory(prefix="bench-claude-bare-") as scratch, \
+            served(n, SCRIPTED_TOOL) as server:
+        elapsed = asyncio.run(_bare_async(sandbox, n, workspace, Path(scratch), tools,
+                                          server.url))
+    return timing(n, elapsed, server)

@@ -13,12 +13,16 @@ the harness runs with its default guards, only ``max_iterations`` is raised to f
 
 from __future__ import annotations
 
+import multiprocessing
+import resource
 import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +32,7 @@ if str(ROOT) not in sys.path:  # ``python bench/step_overhead.py`` from the repo
 
 from tests.support.model_requests import RequestRecord  # noqa: E402
 from tests.support.model_script import Reply, Step, text, tool_calls  # noqa: E402
+from tests.support.model_server import ScriptedModelServer  # noqa: E402
 
 from services.execution.messages import ToolSchema  # noqa: E402
 from services.execution.ports import CommandSandbox  # noqa: E402
@@ -43,6 +48,7 @@ GEMINI_MODEL = "gemini-2.5-pro"
 CLAUDE_MODEL = "claude-sonnet-4-5"
 TOOL = "command_run"
 WINDOW = 10  # steps in the early and late windows
+_FORK = multiprocessing.get_context("fork")
 
 
 def neutral_tools() -> list[ToolSchema]:
@@ -57,7 +63,7 @@ def step_argv(index: int) -> list[str]:
 
 @dataclass
 class Stamps:
-    """Arrival time of each model request, noted by the server thread."""
+    """Arrival time of each model request, noted by the server."""
 
     times: list[float] = field(default_factory=list)
 
@@ -75,17 +81,92 @@ def script(n: int, tool_name: str, stamps: Stamps) -> list[Step]:
     return steps
 
 
+@dataclass
+class Served:
+    """A scripted server in its own process: its URL, then (once stopped) what it saw."""
+
+    url: str = ""
+    times: list[float] = field(default_factory=list)
+    unmatched: int = 0
+
+
+def _serve(conn: Connection, n: int, tool_name: str) -> None:
+    """The server process: serve the script until the parent says stop, then report."""
+    stamps = Stamps()
+    with ScriptedModelServer(script(n, tool_name, stamps)) as server:
+        conn.send(server.url)
+        conn.recv()
+        unmatched = len(server.unmatched)
+    conn.send((stamps.times, unmatched))
+
+
+@contextmanager
+def served(n: int, tool_name: str) -> Iterator[Served]:
+    """:class:`ScriptedModelServer` with the N-step script, in a forked process.
+
+    Out of process, the server's JSON parsing never holds this process's GIL while the loop under
+    measure wants it (a real model API is remote too); ``perf_counter`` is system-wide, so its
+    stamps still line up.
+    """
+    parent, child = _FORK.Pipe()
+    process = _FORK.Process(target=_serve, args=(child, n, tool_name), daemon=True)
+    process.start()
+    found = Served()
+    try:
+        found.url = parent.recv()
+        yield found
+    finally:
+        parent.send("stop")
+        if parent.poll(10):
+            found.times, found.unmatched = parent.recv()
+        process.join(10)
+        if process.is_alive():
+            process.kill()
+        parent.close()
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its reaped children (the commands, the CLI)."""
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
+@dataclass(frozen=True)
+class Clock:
+    """Wall and CPU time since :meth:`start`."""
+
+    wall: float
+    cpu: float
+
+    @classmethod
+    def start(cls) -> Clock:
+        return cls(time.perf_counter(), _cpu_s())
+
+    def elapsed(self) -> tuple[float, float]:
+        return time.perf_counter() - self.wall, _cpu_s() - self.cpu
+
+
 @dataclass(frozen=True)
 class RunTiming:
-    """One measured run: wall time of N steps and the gaps between request arrivals."""
+    """One measured run: wall and CPU time of N steps, the gaps between request arrivals.
+
+    CPU time counts the whole process (the scripted server's thread too, the same work for every
+    loop) and the reaped subprocesses; it moves much less than wall time with the machine's load.
+    """
 
     steps: int
     total_s: float
+    cpu_s: float
     gaps_ms: tuple[float, ...]
 
     @property
     def per_step_ms(self) -> float:
         return self.total_s * 1000 / self.steps
+
+    @property
+    def cpu_per_step_ms(self) -> float:
+        return self.cpu_s * 1000 / self.steps
 
     @property
     def early_ms(self) -> float:
@@ -98,12 +179,13 @@ class RunTiming:
         return statistics.median(self.gaps_ms[-WINDOW:]) if self.gaps_ms else float("nan")
 
 
-def timing(n: int, total_s: float, stamps: Stamps) -> RunTiming:
-    times = stamps.times
-    if len(times) != n + 1:
-        raise RuntimeError(f"expected {n + 1} model requests, the server saw {len(times)}")
+def timing(n: int, elapsed: tuple[float, float], server: Served) -> RunTiming:
+    times = server.times
+    if len(times) != n + 1 or server.unmatched:
+        raise RuntimeError(f"expected {n + 1} model requests, the server saw {len(times)} "
+                           f"(and {server.unmatched} unmatched)")
     gaps = tuple((b - a) * 1000 for a, b in zip(times, times[1:], strict=False))
-    return RunTiming(steps=n, total_s=total_s, gaps_ms=gaps)
+    return RunTiming(steps=n, total_s=elapsed[0], cpu_s=elapsed[1], gaps_ms=gaps)
 
 
 class FloorCommand:

@@ -15,6 +15,8 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any
 
+from bench.overhead_common import WINDOW
+
 FLOOR_FACTOR = 2.0
 FLAT_FACTOR = 1.5
 CLAUDE_FACTOR = 1.2
@@ -34,12 +36,20 @@ class Row:
     harness_late_ms: float
     reference_early_ms: float
     reference_late_ms: float
+    harness_cpu_ms: float = float("nan")
+    reference_cpu_ms: float = float("nan")
     harness_runs_ms: list[float] = field(default_factory=list)
     reference_runs_ms: list[float] = field(default_factory=list)
 
     @property
     def ratio(self) -> float:
         return self.harness_ms / self.reference_ms if self.reference_ms else float("inf")
+
+    @property
+    def cpu_ratio(self) -> float:
+        if not self.reference_cpu_ms:
+            return float("inf")
+        return self.harness_cpu_ms / self.reference_cpu_ms
 
     @property
     def excess_growth_ms(self) -> float:
@@ -49,7 +59,7 @@ class Row:
 
 
 HEADER = ("provider", "sandbox", "N", "harness", "reference", "ratio", "vs", "harness e/l",
-          "reference e/l")
+          "reference e/l", "cpu h/r")
 
 
 def print_table(rows: list[Row]) -> None:
@@ -61,10 +71,12 @@ def print_table(rows: list[Row]) -> None:
             f"{r.ratio:.2f}x", r.reference,
             f"{r.harness_early_ms:.2f}/{r.harness_late_ms:.2f}",
             f"{r.reference_early_ms:.2f}/{r.reference_late_ms:.2f}",
+            f"{r.harness_cpu_ms:.2f}/{r.reference_cpu_ms:.2f}",
         ))
     widths = [max(len(line[i]) for line in lines) for i in range(len(HEADER))]
-    print("per-step wall time in ms (median of the repetitions); e/l = median step of the first")
-    print("and of the last 10 steps")
+    print("per-step wall time in ms (median of the repetitions); e/l: median step of the first")
+    print("and of the last 10 steps; cpu h/r: CPU ms per step (process, server thread and")
+    print("subprocesses included) of the harness and of the reference")
     for index, line in enumerate(lines):
         print("  ".join(cell.rjust(w) if 2 <= i <= 5 else cell.ljust(w)
                         for i, (cell, w) in enumerate(zip(line, widths, strict=True))))
@@ -74,13 +86,19 @@ def print_table(rows: list[Row]) -> None:
 
 def _ratio_check(target: str, rows: list[Row], factor: float) -> dict[str, Any]:
     worst = max(rows, key=lambda r: r.ratio)
-    detail = ", ".join(f"{r.sandbox} N={r.steps}: {r.ratio:.2f}x" for r in rows)
+    detail = ", ".join(f"{r.sandbox} N={r.steps}: {r.ratio:.2f}x (cpu {r.cpu_ratio:.2f}x)"
+                       for r in rows)
     return {"target": target, "met": worst.ratio <= factor, "worst_ratio": round(worst.ratio, 3),
-            "detail": detail}
+            "worst_cpu_ratio": round(max(r.cpu_ratio for r in rows), 3), "detail": detail}
 
 
 def _flat_check(provider: str, rows: list[Row]) -> dict[str, Any]:
     longest = max(r.steps for r in rows)
+    target = (f"{provider}: flat as the conversation grows (late <= {FLAT_FACTOR}x early beyond "
+              "the floor's growth)")
+    if longest < 2 * WINDOW:
+        return {"target": target, "met": None,
+                "detail": f"not measured: needs N >= {2 * WINDOW} (longest run: {longest})"}
     runs = [r for r in rows if r.steps == longest]
     parts = []
     met = True
@@ -90,8 +108,7 @@ def _flat_check(provider: str, rows: list[Row]) -> dict[str, Any]:
         parts.append(f"{r.sandbox} N={r.steps}: early {r.harness_early_ms:.2f} -> late "
                      f"{r.harness_late_ms:.2f} ms (floor {r.reference_early_ms:.2f} -> "
                      f"{r.reference_late_ms:.2f})")
-    return {"target": f"{provider}: flat as the conversation grows (late <= {FLAT_FACTOR}x "
-                      "early beyond the floor's growth)", "met": met, "detail": "; ".join(parts)}
+    return {"target": target, "met": met, "detail": "; ".join(parts)}
 
 
 def verdicts(rows: list[Row]) -> list[dict[str, Any]]:

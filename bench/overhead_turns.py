@@ -18,13 +18,10 @@ import http.client
 import json
 import socket
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-from tests.support.model_server import ScriptedModelServer
 
 from bench.overhead_common import (
     API_KEY,
@@ -32,12 +29,12 @@ from bench.overhead_common import (
     GEMINI_MODEL,
     TASK,
     TOOL,
+    Clock,
     FloorCommand,
     RunTiming,
-    Stamps,
     envelope,
     neutral_tools,
-    script,
+    served,
     timing,
 )
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
@@ -78,31 +75,32 @@ def _check_run(sink: MemorySink, n: int, sandbox: CommandSandbox) -> None:
         raise RuntimeError(f"harness: {len(results)} tool results, bad: {bad[:1]}")
 
 
-async def _harness_async(wire: str, sandbox: CommandSandbox, n: int, workspace: Path) -> RunTiming:
-    stamps = Stamps()
-    with ScriptedModelServer(script(n, TOOL, stamps)) as server:
-        client = _client(wire, server.url)
-        ctx = ToolDomainContext(workspace_root=workspace, execution_id=f"bench-{uuid.uuid4()}",
-                                request_id="bench", correlation_id="bench", sandbox=sandbox)
-        sink = MemorySink()
-        deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx, sink=sink,
-                         limits=AgentLimits(max_iterations=n + 2))
-        agent = FrontierAgent(client, deps)
-        try:
-            started = time.perf_counter()
-            result = await agent.run(TASK)
-            total = time.perf_counter() - started
-        finally:
-            await client.aclose()
+async def _harness_async(wire: str, sandbox: CommandSandbox, n: int, workspace: Path,
+                         url: str) -> tuple[float, float]:
+    client = _client(wire, url)
+    ctx = ToolDomainContext(workspace_root=workspace, execution_id=f"bench-{uuid.uuid4()}",
+                            request_id="bench", correlation_id="bench", sandbox=sandbox)
+    sink = MemorySink()
+    deps = AgentDeps(dispatcher=Dispatcher(default_registry()), ctx=ctx, sink=sink,
+                     limits=AgentLimits(max_iterations=n + 2))
+    agent = FrontierAgent(client, deps)
+    try:
+        clock = Clock.start()
+        result = await agent.run(TASK)
+        elapsed = clock.elapsed()
+    finally:
+        await client.aclose()
     if result.outcome is not Outcome.FINISHED or result.iterations != n + 1:
         raise RuntimeError(f"harness {wire}: {result.outcome} after {result.iterations} turns "
                            f"({result.error})")
     _check_run(sink, n, sandbox)
-    return timing(n, total, stamps)
+    return elapsed
 
 
 def harness(wire: str, sandbox: CommandSandbox, n: int, workspace: Path) -> RunTiming:
-    return asyncio.run(_harness_async(wire, sandbox, n, workspace))
+    with served(n, TOOL) as server:
+        elapsed = asyncio.run(_harness_async(wire, sandbox, n, workspace, server.url))
+    return timing(n, elapsed, server)
 
 
 # ------------------------------------------------------------------ floor
@@ -228,18 +226,17 @@ def _floor_loop(wire: _Wire, conn: http.client.HTTPConnection,
 
 def floor(wire_name: str, sandbox: CommandSandbox, n: int, workspace: Path) -> RunTiming:
     system = system_prompt("repository work", neutral_tools(), "")
-    stamps = Stamps()
     with tempfile.TemporaryDirectory(prefix="bench-floor-") as scratch, \
-            ScriptedModelServer(script(n, TOOL, stamps)) as server:
+            served(n, TOOL) as server:
         command = FloorCommand(sandbox, workspace, Path(scratch))
         wire = _Wire(wire_name, system)
-        started = time.perf_counter()
+        clock = Clock.start()
         conn = _connect(server.url)
         try:
             ran = _floor_loop(wire, conn, command.run)
         finally:
             conn.close()
-        total = time.perf_counter() - started
+        elapsed = clock.elapsed()
     if ran != n:
         raise RuntimeError(f"floor {wire_name}: ran {ran} commands, expected {n}")
-    return timing(n, total, stamps)
+    return timing(n, elapsed, server)

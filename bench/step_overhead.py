@@ -123,6 +123,8 @@ def _row(provider: str, sandbox: str, n: int, reference: str, ours: list[RunTimi
         harness_late_ms=median_of(ours, lambda r: r.late_ms),
         reference_early_ms=median_of(theirs, lambda r: r.early_ms),
         reference_late_ms=median_of(theirs, lambda r: r.late_ms),
+        harness_cpu_ms=median_of(ours, lambda r: r.cpu_per_step_ms),
+        reference_cpu_ms=median_of(theirs, lambda r: r.cpu_per_step_ms),
         harness_runs_ms=[round(r.per_step_ms, 3) for r in ours],
         reference_runs_ms=[round(r.per_step_ms, 3) for r in theirs],
     )
@@ -202,7 +204,8 @@ def run(config: Config) -> dict[str, Any]:
     checks = verdicts(rows)
     print()
     for check in checks:
-        print(f"  [{'MET ' if check['met'] else 'MISS'}] {check['target']}: {check['detail']}")
+        mark = {True: "MET ", False: "MISS", None: "n/a "}[check["met"]]
+        print(f"  [{mark}] {check['target']}: {check['detail']}")
     print(f"\nload average {_load(load_before)} before, {_load(load_after)} after; "
           f"{elapsed:.0f} s in all")
     return {
