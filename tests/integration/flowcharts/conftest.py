@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.settings import StudioSettings
+from tests.integration.api.conftest import api  # noqa: F401  (fixture used by name)
 from tests.integration.celery_fixtures import redis_broker  # noqa: F401  (fixture used by name)
 from tests.integration.db.conftest import (  # noqa: F401  (fixtures used by name)
     db,

@@ -33,6 +33,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "settings",
     "providers",
     "viewer",
+    "flowcharts",
 )
 
 API_PREFIX = "/api/"

@@ -1,0 +1,255 @@
+"""Flowcharts and their runs: ``/api/flowcharts`` and ``/api/flowchart-runs``.
+
+Scopes: ``read`` for every GET; ``run`` to create, replace or delete a flowchart (authoring is the
+work of the people who run flowcharts; ``admin`` stays for operators' settings) and to start or
+cancel a run. A malformed graph is ``invalid_arguments`` (422) with ``details.problems``, each
+``{code, node_id, edge_id, message}``. A run's ``workspace`` must be a directory under the
+deployment's workspace root (``STUDIO_WORKSPACE_DIR``); so must a node's ``config.workspace``.
+
+Runs go through :func:`services.worker.flowchart_tasks.flowchart_dispatch`: a task per work node
+when a broker is configured, else a small thread pool of this process.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from concurrent.futures import Future, ThreadPoolExecutor
+from pathlib import Path
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Response
+from fastapi import Path as PathParam
+from pydantic import BaseModel, ConfigDict, Field
+
+from services.api.auth import Scope, requires
+from services.api.deps import get_db, get_settings
+from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.db.flowcharts import FlowchartRepository, UnknownFlowchart
+from services.db.session import Database
+from services.execution.errors import ErrorCode
+from services.flowchart_runs import FlowchartRunService, NodeDispatch
+from services.flowcharts import AgentConfig, FlowchartGraph, FlowchartValidationError, parse_graph
+from services.settings import StudioSettings
+from services.worker.flowchart_tasks import flowchart_dispatch
+from services.workspaces import workspace_root
+
+log = logging.getLogger(__name__)
+router = APIRouter(tags=["flowcharts"], responses=ERROR_RESPONSES)
+
+Id = Annotated[str, PathParam(pattern=r"^[0-9a-f-]{36}$", description="A uuid.")]
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+class FlowchartCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(min_length=1, max_length=200)
+    description: str = ""
+    graph: dict[str, Any] = Field(description="{nodes: [{id, type, name?, config}], "
+                                              "edges: [{id, source, target, condition?}]}")
+
+
+class FlowchartUpdate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    description: str | None = None
+    graph: dict[str, Any] | None = None
+
+
+class Flowchart(BaseModel):
+    id: str
+    name: str
+    description: str
+    graph: dict[str, Any]
+    created_at: str
+    updated_at: str
+
+
+class FlowchartList(BaseModel):
+    flowcharts: list[Flowchart]
+
+
+class RunCreate(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    inputs: dict[str, Any] = Field(default_factory=dict,
+                                   description="Seen by templates as `inputs`.")
+    workspace: str | None = Field(default=None, description="A directory under the workspace "
+                                                            "root, shared by the run's nodes.")
+    max_node_executions: int | None = Field(default=None, ge=1, le=10_000)
+
+
+class RunCreated(BaseModel):
+    id: str
+    status: str
+
+
+class FlowchartRun(BaseModel):
+    id: str
+    flowchart_id: str
+    status: str
+    inputs: dict[str, Any]
+    workspace: str | None
+    max_node_executions: int | None
+    error_code: str | None
+    error_message: str | None
+    created_at: str | None
+    started_at: str | None
+    finished_at: str | None
+    nodes: dict[str, dict[str, Any]] = Field(
+        description="Per node id: type, state (pending, running, succeeded, failed, skipped, "
+                    "cancelled), execution_id, result, error_code, error_message, timestamps.")
+
+
+class FlowchartRunList(BaseModel):
+    runs: list[FlowchartRun]
+
+
+def _graph(data: dict[str, Any]) -> FlowchartGraph:
+    try:
+        return parse_graph(data)
+    except FlowchartValidationError as exc:
+        raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
+                       details={"problems": exc.to_json()}) from exc
+
+
+def _not_found(what: str, ident: str) -> ApiError:
+    return ApiError(f"no {what} {ident}", code=ErrorCode.NOT_FOUND, details={"id": ident})
+
+
+def _inside_root(where: str, settings: StudioSettings, field: str) -> None:
+    root = workspace_root(settings).resolve()
+    path = Path(where).resolve()
+    if not path.is_dir() or not path.is_relative_to(root):
+        raise ApiError(f"{field} must be an existing directory under the workspace root",
+                       code=ErrorCode.INVALID_ARGUMENTS, details={"field": field})
+
+
+def _background_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="studio-flowchart")
+        return _pool
+
+
+def _log_failure(future: Future[None]) -> None:
+    if not future.cancelled() and (exc := future.exception()) is not None:
+        log.error("flowchart node failed to run", exc_info=exc)
+
+
+def _service(db: Database, settings: StudioSettings) -> FlowchartRunService:
+    dispatch: NodeDispatch | None = flowchart_dispatch(settings)
+    if dispatch is None:
+        def in_background(run_id: str, node_id: str) -> None:
+            _background_pool().submit(service.run_node, run_id, node_id) \
+                .add_done_callback(_log_failure)
+        dispatch = in_background
+    service = FlowchartRunService(db, settings, dispatch=dispatch)
+    return service
+
+
+@router.post("/api/flowcharts", status_code=201, response_model=Flowchart,
+             dependencies=[requires(Scope.RUN)])
+def create_flowchart(body: FlowchartCreate, response: Response,
+                     db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+    """Create a flowchart; its graph is validated (422 names each node or edge at fault)."""
+    repo = FlowchartRepository(db)
+    flowchart_id = repo.create(name=body.name, description=body.description,
+                               graph=_graph(body.graph))
+    response.headers["Location"] = f"/api/flowcharts/{flowchart_id}"
+    return Flowchart(**repo.get(flowchart_id).to_json())
+
+
+@router.get("/api/flowcharts", response_model=FlowchartList, dependencies=[requires(Scope.READ)])
+def list_flowcharts(db: Database = Depends(get_db)) -> FlowchartList:  # noqa: B008
+    return FlowchartList(flowcharts=[Flowchart(**f.to_json())
+                                     for f in FlowchartRepository(db).list()])
+
+
+@router.get("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
+            responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
+def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+    try:
+        return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart", flowchart_id) from exc
+
+
+@router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
+            responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
+def update_flowchart(flowchart_id: Id, body: FlowchartUpdate,
+                     db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+    """Rename and/or replace the graph (runs already started keep their graph)."""
+    graph = _graph(body.graph) if body.graph is not None else None
+    try:
+        stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
+                                                description=body.description)
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart", flowchart_id) from exc
+    return Flowchart(**stored.to_json())
+
+
+@router.delete("/api/flowcharts/{flowchart_id}", status_code=204, responses=NOT_FOUND_RESPONSE,
+               dependencies=[requires(Scope.RUN)])
+def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Response:  # noqa: B008
+    try:
+        FlowchartRepository(db).delete(flowchart_id)
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart", flowchart_id) from exc
+    return Response(status_code=204)
+
+
+@router.post("/api/flowcharts/{flowchart_id}/runs", status_code=202, response_model=RunCreated,
+             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
+def start_run(flowchart_id: Id, body: RunCreate, response: Response,
+              db: Database = Depends(get_db),  # noqa: B008
+              settings: StudioSettings = Depends(get_settings)) -> RunCreated:  # noqa: B008
+    """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
+    try:
+        stored = FlowchartRepository(db).get(flowchart_id)
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart", flowchart_id) from exc
+    if body.workspace is not None:
+        _inside_root(body.workspace, settings, "workspace")
+    for node in stored.graph.nodes:
+        if node.type == "agent" and (where := AgentConfig.model_validate(node.config).workspace):
+            _inside_root(where, settings, f"nodes.{node.id}.config.workspace")
+    run_id = _service(db, settings).start(flowchart_id, inputs=body.inputs,
+                                          workspace=body.workspace,
+                                          max_node_executions=body.max_node_executions)
+    response.headers["Location"] = f"/api/flowchart-runs/{run_id}"
+    return RunCreated(id=run_id, status=_service(db, settings).get(run_id)["status"])
+
+
+@router.get("/api/flowcharts/{flowchart_id}/runs", response_model=FlowchartRunList,
+            dependencies=[requires(Scope.READ)])
+def list_runs(flowchart_id: Id, db: Database = Depends(get_db),  # noqa: B008
+              settings: StudioSettings = Depends(get_settings)) -> FlowchartRunList:  # noqa: B008
+    runs = _service(db, settings).list_runs(flowchart_id=flowchart_id)
+    return FlowchartRunList(runs=[FlowchartRun(**run) for run in runs])
+
+
+@router.get("/api/flowchart-runs/{run_id}", response_model=FlowchartRun,
+            responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
+def get_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
+            settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+    """The run and the state of each node, with its execution id and result."""
+    try:
+        return FlowchartRun(**_service(db, settings).get(run_id))
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart run", run_id) from exc
+
+
+@router.post("/api/flowchart-runs/{run_id}/cancel", status_code=202, response_model=FlowchartRun,
+             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
+def cancel_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
+               settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+    """Cancel the run; every running node execution is asked to stop."""
+    try:
+        return FlowchartRun(**_service(db, settings).cancel(run_id))
+    except UnknownFlowchart as exc:
+        raise _not_found("flowchart run", run_id) from exc
