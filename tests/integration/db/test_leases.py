@@ -1,0 +1,100 @@
+"""Leases on SQLite and PostgreSQL: claim, heartbeat, expiry, take-over fencing, release."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from services.checkpoints import CheckpointingToolStore, CheckpointRepository
+from services.db.executions import ExecutionRepository, UnknownExecution
+from services.db.journal import DbEventSink, StaleLease
+from services.db.redaction import Redactor
+from services.db.session import Database
+from services.execution.ports import AgentEvent, AgentEventKind
+from services.execution.tool_domains.git_runner import GitAuthor, run_git
+from services.leases import Heartbeat, Lease, LeaseStore, LeaseTimings
+from tests.integration.db.helpers import new_execution
+
+
+def _event(execution_id: str) -> AgentEvent:
+    return AgentEvent(AgentEventKind.WARNING, execution_id, 0, {"code": "x", "message": "x"})
+
+
+def test_claim_is_exclusive_until_expiry_and_fences_the_old_holder(db: Database) -> None:
+    store = LeaseStore(db)
+    execution_id = new_execution(db)
+    assert store.claim(execution_id, "a", ttl_s=60) == 1
+    assert store.claim(execution_id, "b", ttl_s=60) is None  # live lease elsewhere
+    assert store.heartbeat(execution_id, "a", 1, ttl_s=0.05)
+    time.sleep(0.1)
+    assert store.expired() == [execution_id]
+    assert store.claim(execution_id, "b", ttl_s=60) == 2  # taken over after expiry
+    assert not store.heartbeat(execution_id, "a", 1, ttl_s=60)  # the old holder lost it
+    with pytest.raises(StaleLease):
+        DbEventSink(db, lease_epoch=1).append(_event(execution_id))
+    with pytest.raises(StaleLease):
+        store.guarded_update(execution_id, 1, {"status": "running"})
+    assert DbEventSink(db, lease_epoch=2).append(_event(execution_id)) == 1
+    store.release(execution_id, "b", 2)
+    assert store.claim(execution_id, "c", ttl_s=60) == 3
+
+
+def test_final_and_unknown_executions_are_not_claimed(db: Database) -> None:
+    store = LeaseStore(db)
+    execution_id = new_execution(db)
+    ExecutionRepository(db).finish(execution_id, status="succeeded", outcome="finished")
+    assert store.claim(execution_id, "a", ttl_s=60) is None
+    with pytest.raises(UnknownExecution):
+        store.claim("no-such-execution", "a", ttl_s=60)
+
+
+def test_heartbeat_thread_keeps_the_lease_and_notices_its_loss(db: Database) -> None:
+    store = LeaseStore(db)
+    execution_id = new_execution(db)
+    epoch = store.claim(execution_id, "a", ttl_s=0.3)
+    assert epoch is not None
+    lease = Lease(store, execution_id, "a", epoch, LeaseTimings(ttl_s=0.3, heartbeat_s=0.05))
+    with Heartbeat(lease):
+        time.sleep(0.6)
+        assert store.expired() == [] and not lease.lost.is_set()
+        store.guarded_update(execution_id, epoch, {"lease_owner": "thief"})
+        deadline = time.monotonic() + 10
+        while not lease.lost.is_set():
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+    with pytest.raises(StaleLease):
+        lease.check()
+
+
+def test_checkpoints_are_stored_with_the_envelope_and_fenced(db: Database,
+                                                             tmp_path: Path) -> None:
+    author = GitAuthor()
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    run_git(ws, ["init", "-q", "-b", "main"], author=author)
+    (ws / "a.txt").write_text("a\n")
+    run_git(ws, ["add", "."], author=author)
+    run_git(ws, ["commit", "-q", "-m", "base"], author=author)
+    base = run_git(ws, ["rev-parse", "HEAD"], author=author).text.strip()
+    execution_id = new_execution(db)
+    epoch = LeaseStore(db).claim(execution_id, "a", ttl_s=60)
+    assert epoch is not None
+    store = CheckpointingToolStore(db, workspace=ws, base_commit=base, epoch=epoch,
+                                   author=author, redactor=Redactor(), max_bytes=200)
+    envelope = {"ok": True, "call_id": "1", "domain": "workspace", "operation": "write_file"}
+    (ws / "b.txt").write_text("new file\n")
+    store.put(execution_id, "1", envelope)
+    store.put(execution_id, "2", {**envelope, "call_id": "2"})  # unchanged: no new checkpoint
+    (ws / "big.txt").write_text("x" * 1000)
+    store.put(execution_id, "3", {**envelope, "call_id": "3"})
+    checkpoints = CheckpointRepository(db)
+    assert checkpoints.count(execution_id) == 2
+    latest = checkpoints.latest(execution_id)
+    assert latest is not None and not latest.available and latest.patch is None
+    assert store.get(execution_id, "2") == {**envelope, "call_id": "2"}
+    LeaseStore(db).guarded_update(execution_id, epoch, {"lease_epoch": epoch + 1})
+    with pytest.raises(StaleLease):
+        store.put(execution_id, "4", {**envelope, "call_id": "4"})
+    assert store.get(execution_id, "4") is None
