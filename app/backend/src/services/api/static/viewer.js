@@ -102,16 +102,36 @@ function onToolResult(event) {
     envelope.duration_ms === undefined ? "" : Math.round(envelope.duration_ms);
 }
 
-function onFinished(event) {
+function setStatus(executionId, status) {
+  if (executionId === state.current) badge($("execution-status"), status);
+  const row = document.querySelector('#executions tr[data-id="' + CSS.escape(executionId) + '"]');
+  if (row) badge(row.querySelector(".badge"), status);
+}
+
+function onStarted(event) {
+  setStatus(state.current, "running");
+}
+
+const FINAL = ["succeeded", "failed", "cancelled", "stalled"];
+
+async function onFinished(event) {
   const data = event.data || {};
+  const executionId = state.current;
   badge($("stream-state"), "finished");
-  badge($("execution-status"), data.status || (data.error ? "failed" : "finished"));
   $("final-result").textContent = JSON.stringify(data.result || data, null, 2);
   $("final-result").className = "";
+  // The loop writes `finished` just before the execution row gets its final status.
+  for (let attempt = 0; attempt < 20 && executionId === state.current; attempt++) {
+    const execution = await api("/api/executions/" + executionId);
+    if (FINAL.includes(execution.status)) { setStatus(executionId, execution.status); break; }
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
   loadList();
 }
 
-const HANDLERS = { tool_call: onToolCall, tool_result: onToolResult, finished: onFinished };
+const HANDLERS = {
+  started: onStarted, tool_call: onToolCall, tool_result: onToolResult, finished: onFinished,
+};
 
 function dispatch(block, cursor) {
   let kind = "message", data = "", id = null;
