@@ -14,6 +14,17 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
+# Headless Chromium and its driver for the run-viewer browser test (root only, like bubblewrap).
+if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "setup: installing chromium and chromium-driver" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \
+      chromium-driver) >&2 || echo "setup: could not install chromium" >&2
+  else
+    echo "setup: chromium not found and not installable here (the viewer test needs it)" >&2
+  fi
+fi
+
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
