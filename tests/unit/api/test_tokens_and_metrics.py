@@ -1,0 +1,60 @@
+"""API tokens (stored hashed, scopes exact) and the Prometheus exposition, without a server."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from services.api.metrics import RequestCounter, exposition
+from services.db import migrate
+from services.db.api_tokens import ApiTokenRepository, InvalidScopes, parse_scopes, token_hash
+from services.db.models import ApiToken
+from services.db.session import Database, create_db_engine
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Database:
+    engine = create_db_engine(f"sqlite:///{tmp_path / 'studio.db'}")
+    migrate.upgrade(engine)
+    return Database(engine)
+
+
+def test_only_the_hash_is_stored_and_the_token_verifies(db: Database) -> None:
+    repository = ApiTokenRepository(db)
+    token_id, token = repository.create("ci", "run,read")
+    with db.session() as session:
+        row = session.scalars(select(ApiToken)).one()
+    assert row.token_hash == token_hash(token) and token not in repr(row)
+    assert len(token) > 40 and token.startswith("studio_")
+    identity = repository.verify(token)
+    assert identity is not None and identity.scopes == {"read", "run"} and identity.id == token_id
+    assert repository.verify(token + "x") is None
+    assert repository.revoke(token_id) and repository.verify(token) is None
+
+
+@pytest.mark.parametrize("raw", ["", "read,root", "ADMIN", ","])
+def test_scopes_are_a_non_empty_subset_of_the_known_ones(raw: str) -> None:
+    with pytest.raises(InvalidScopes):
+        parse_scopes(raw)
+
+
+def test_scopes_are_normalized() -> None:
+    assert parse_scopes(" admin, read ,read") == ["admin", "read"]
+
+
+def test_exposition_is_prometheus_text() -> None:
+    requests = RequestCounter()
+    requests.add("GET", 200)
+    requests.add("GET", 404)
+    text = exposition({"running": 2, "failed": 1}, {"ok": 5, 'we"ird': 1}, requests)
+    lines = text.splitlines()
+    assert text.endswith("\n")
+    assert 'studio_executions{status="running"} 2' in lines
+    assert 'studio_executions{status="succeeded"} 0' in lines
+    assert 'studio_executions_finished_total{status="failed"} 1' in lines
+    assert 'studio_tool_calls_total{outcome="we\\"ird"} 1' in lines
+    assert 'studio_api_requests_total{method="GET",status="4xx"} 1' in lines
+    for line in lines:
+        assert line.startswith("# ") or line.split()[-1].replace(".", "").isdigit()
