@@ -98,7 +98,7 @@ def create_app(settings: StudioSettings | None = None, *, db: Database | None = 
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
-                           allow_methods=["GET", "POST", "PUT"],
+                           allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
                                           "X-Request-ID", "X-Correlation-ID"],
                            expose_headers=["X-Request-ID", "X-Correlation-ID"])
