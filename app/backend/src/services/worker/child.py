@@ -4,17 +4,14 @@ The task never runs the agent in its own process: a crash of the agent (or of an
 ends the child, not the worker. The child comes from
 :class:`~services.executors.local.LocalSubstrate`: its own process group, an allowlisted
 environment, and ``PR_SET_PDEATHSIG`` so that it dies with the process that started it. In a
-worker that is a prefork pool process, which itself dies with the worker's main process (see
-:func:`die_with_parent`): a ``SIGKILL`` of the worker takes the whole chain down, the lease stops
-being renewed and the reaper re-dispatches the execution.
+worker that is a prefork pool process, which itself dies with the worker's main process (Celery's
+prefork pool sets ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the worker takes
+the whole chain down, the lease stops being renewed and the reaper re-dispatches the execution.
 """
 
 from __future__ import annotations
 
-import ctypes
 import logging
-import os
-import signal
 
 from services.executors.base import SubstrateStatus
 from services.executors.local import LocalSubstrate, executor_environment
@@ -22,7 +19,6 @@ from services.settings import process_environment
 
 log = logging.getLogger(__name__)
 
-PR_SET_PDEATHSIG = 1
 WAIT_SLICE_S = 30.0
 
 
@@ -43,18 +39,3 @@ def run_child(execution_id: str) -> SubstrateStatus:
             substrate.cancel(handle)
     return status
 
-
-def die_with_parent(parent_pid: int) -> None:
-    """Ask the kernel to ``SIGKILL`` this process when its parent dies (Linux; a no-op elsewhere).
-
-    Called in each prefork pool process (``worker_process_init``): Celery's pool processes
-    otherwise outlive a ``SIGKILL``-ed main process and keep their task, and its child, running.
-    """
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-    except OSError:
-        return
-    if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-        log.warning("worker: prctl(PR_SET_PDEATHSIG) failed: errno %d", ctypes.get_errno())
-    elif os.getppid() != parent_pid:  # the parent died before prctl: nobody would signal us
-        os._exit(1)

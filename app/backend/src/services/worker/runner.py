@@ -1,24 +1,20 @@
 """Starting a Celery worker in this process: what ``studio worker`` does.
 
-A prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; each pool process
-asks to die with the worker (``PR_SET_PDEATHSIG``), and each execution runs in a child of a pool
-process, which dies with it. Optionally a :class:`~services.worker.reaper_loop.ReaperLoop` thread
-re-dispatches executions whose lease expired. Gossip, mingle and the worker heartbeat are off:
-workers coordinate through leases in the database, not through each other.
+A prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; Celery's prefork
+pool has each pool process die with the worker's main process (``PR_SET_PDEATHSIG``, set in its
+process initializer), and each execution runs in a child of a pool process, which dies with it.
+Optionally a :class:`~services.worker.reaper_loop.ReaperLoop` thread re-dispatches executions
+whose lease expired. Gossip, mingle and the worker heartbeat are off: workers coordinate through
+leases in the database, not through each other.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-from typing import Any
-
-from celery.signals import worker_process_init
 
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings
 from services.worker.celery_app import broker_url, build_celery, node_name
-from services.worker.child import die_with_parent
 from services.worker.dispatch import Dispatcher
 from services.worker.reaper_loop import ReaperLoop
 
@@ -32,12 +28,6 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
     app = build_celery(settings)
-    main_pid = os.getpid()
-
-    def pool_process_init(**_kwargs: Any) -> None:
-        die_with_parent(main_pid)
-
-    worker_process_init.connect(pool_process_init, weak=False)
     loop = ReaperLoop(settings, Dispatcher(settings, app=app)) if reaper else None
     if loop is not None:
         loop.start()
@@ -51,4 +41,3 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     finally:
         if loop is not None:
             loop.stop()
-        worker_process_init.disconnect(pool_process_init)
