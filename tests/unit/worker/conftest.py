@@ -14,9 +14,11 @@ from services.settings import StudioSettings
 
 @pytest.fixture
 def worker_settings(tmp_path: Path) -> StudioSettings:
-    """No broker (the embedded default), an SQLite file database."""
+    """No broker (the embedded default), an SQLite file database, a workspace root of its own
+    (a reaper pass deletes the directories of executions its database does not know)."""
     return StudioSettings(database_url=SecretStr(f"sqlite:///{tmp_path / 'studio.db'}"),
-                          data_dir=tmp_path / "data", broker_url=None)
+                          data_dir=tmp_path / "data", workspace_dir=tmp_path / "workspaces",
+                          broker_url=None)
 
 
 @pytest.fixture

@@ -1,0 +1,60 @@
+"""The reaper loop of ``studio worker``: one pass re-dispatches expired leases only, and the
+interval comes from the runtime setting, read after each pass."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from sqlalchemy import update
+
+from services.db.base import utcnow
+from services.db.executions import ExecutionRepository
+from services.db.models import NodeExecution
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.leases import LeaseStore
+from services.settings import StudioSettings
+from services.worker.reaper_loop import ReaperLoop
+
+
+def _claimed(db: Database, *, expired: bool) -> str:
+    execution_id = ExecutionRepository(db).create(provider="replay", model="replay", prompt="p")
+    LeaseStore(db).claim(execution_id, "host:1:abc", ttl_s=300)
+    if expired:
+        with db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                            .values(lease_expires_at=utcnow() - timedelta(seconds=5)))
+    return execution_id
+
+
+def test_a_pass_dispatches_expired_leases_and_answers_the_interval(
+        worker_settings: StudioSettings, worker_db: Database) -> None:
+    expired = _claimed(worker_db, expired=True)
+    _claimed(worker_db, expired=False)
+    SettingsRepository(worker_db).set("reaper_interval_s", 2.5)
+    sent: list[str] = []
+    loop = ReaperLoop(worker_settings, sent.append)
+    assert loop.run_pass(worker_db) == 2.5
+    assert sent == [expired]
+    SettingsRepository(worker_db).set("reaper_interval_s", 0.5)
+    assert loop.run_pass(worker_db) == 0.5  # read fresh
+    assert loop.passes == 2
+
+
+def test_the_thread_runs_passes_until_stopped(worker_settings: StudioSettings,
+                                              worker_db: Database) -> None:
+    expired = _claimed(worker_db, expired=True)
+    SettingsRepository(worker_db).set("reaper_interval_s", 0.1)
+    sent: list[str] = []
+    loop = ReaperLoop(worker_settings, sent.append)
+    loop.start()
+    try:
+        for _ in range(600):
+            if len(sent) >= 2:
+                break
+            loop.join(0.05)
+    finally:
+        loop.stop()
+        loop.join(30)
+    assert not loop.is_alive()
+    assert sent[:2] == [expired, expired]  # dispatched again until someone claims it

@@ -1,0 +1,18 @@
+"""``studio worker`` without a broker refuses to start (executions then run in process)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+
+def test_studio_worker_needs_a_broker(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")}
+    env.update(STUDIO_DATA_DIR=str(tmp_path), HOME=str(tmp_path))
+    done = subprocess.run([sys.executable, "-m", "services.cli", "worker"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 2, done.stderr
+    assert "studio worker needs a broker: set STUDIO_BROKER_URL" in done.stderr
+    assert done.stdout == ""
