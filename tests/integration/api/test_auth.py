@@ -13,7 +13,6 @@ from fastapi import APIRouter, FastAPI
 
 from services.api.app import UnscopedRoute, api_routes, check_scopes, create_app
 from services.api.auth import Scope, requires
-from services.api.launcher import ApiRun
 from services.db.session import Database, create_db_engine
 from services.execution.errors import ErrorCode
 from services.settings import StudioSettings
@@ -23,7 +22,7 @@ ALL_SCOPES = [scope.value for scope in Scope]
 
 
 class _NoLauncher:
-    def launch(self, execution_id: str, run: ApiRun) -> None:
+    def launch(self, execution_id: str) -> None:
         raise AssertionError("nothing is launched while listing routes")
 
     def shutdown(self) -> None:

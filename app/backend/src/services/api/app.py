@@ -19,7 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from services.api.auth import Scope, route_scope
 from services.api.errors import install_error_handlers
-from services.api.launcher import Launcher, ThreadLauncher
+from services.api.launcher import DispatchLauncher, Launcher
 from services.api.metrics import RequestCounter
 from services.api.middleware import RequestIdMiddleware
 from services.api.routers.viewer import static_dir
@@ -75,7 +75,7 @@ def create_app(settings: StudioSettings | None = None, *, db: Database | None = 
     """The API over ``db`` (default: the configured database, opened and checked here)."""
     settings = settings or get_settings()
     database = db or open_database(settings)
-    runner = launcher or ThreadLauncher(database, settings)
+    runner = launcher or DispatchLauncher(database, settings)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:

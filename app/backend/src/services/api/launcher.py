@@ -1,56 +1,43 @@
-"""Running executions created through the API: in a bounded thread pool of the API process.
+"""Handing executions created through the API to whoever runs them.
 
-With no broker configured the API process runs each execution itself, in the background: it
-provisions a workspace (an ephemeral clone of ``repo_url``), runs :class:`ExecutionService` on it,
-and removes the workspace. Whatever happens, the execution ends in a final status and its journal
-ends with a ``finished`` event (written here when the loop never got to write one: a refused
-URL at clone time, an unreachable host, a configuration error), so live streams always end.
+Every execution takes the durable path (:mod:`services.durable`): the API records it with
+:func:`services.execution_request.create_execution` and hands its id to
+:func:`services.worker.dispatch.dispatch_execution`. With ``STUDIO_BROKER_URL`` set that sends the
+Celery task and returns at once. With no broker configured the API process runs the execution
+itself, in the background: a bounded pool of threads, each waiting on a ``studio execute`` child
+(more executions wait their turn, ``queued``). Afterwards the journal is checked: an execution
+whose child died before the loop could write ``finished`` (a clone that failed, say) is marked
+failed and gets its ``finished`` event here, so live streams always end.
 """
 
 from __future__ import annotations
 
 import logging
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Protocol
 
 from services.db.executions import FINAL_STATUSES, ExecutionRepository
-from services.db.integrations import IntegrationRepository
 from services.db.journal import DbEventSink
 from services.db.session import Database
-from services.execution.errors import ErrorCode, StudioError
+from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
-from services.executions import ExecutionService, RunRequest
 from services.settings import StudioSettings
-from services.workspaces import Workspace, cleanup, provision_workspace
+from services.worker.celery_app import broker_url
+from services.worker.dispatch import dispatch_execution
 
 log = logging.getLogger(__name__)
 
 DEFAULT_CONCURRENCY = 2
 
 
-@dataclass(frozen=True)
-class ApiRun:
-    """What ``POST /api/executions`` asked for, beyond what the execution row records."""
-
-    provider: str
-    prompt: str
-    repo_url: str
-    model: str | None = None
-    base_branch: str | None = None
-    pull_request: bool = False
-    script: dict[str, Any] | None = None
-    limits: dict[str, Any] = field(default_factory=dict)
-
-
 class Launcher(Protocol):
-    def launch(self, execution_id: str, run: ApiRun) -> None: ...
+    def launch(self, execution_id: str) -> None: ...
 
     def shutdown(self) -> None: ...
 
 
-class ThreadLauncher:
-    """Runs executions in a pool of ``concurrency`` threads; more wait their turn (queued)."""
+class DispatchLauncher:
+    """Dispatches to the broker when there is one, else runs in ``concurrency`` threads."""
 
     def __init__(self, db: Database, settings: StudioSettings,
                  concurrency: int = DEFAULT_CONCURRENCY) -> None:
@@ -59,8 +46,11 @@ class ThreadLauncher:
         self._pool = ThreadPoolExecutor(max_workers=concurrency,
                                         thread_name_prefix="studio-run")
 
-    def launch(self, execution_id: str, run: ApiRun) -> None:
-        future = self._pool.submit(run_execution, self._db, self._settings, execution_id, run)
+    def launch(self, execution_id: str) -> None:
+        if broker_url(self._settings) is not None:
+            dispatch_execution(execution_id, self._settings)
+            return
+        future = self._pool.submit(run_here, self._db, self._settings, execution_id)
         future.add_done_callback(_log_failure)
 
     def shutdown(self) -> None:
@@ -72,42 +62,23 @@ def _log_failure(future: Future[None]) -> None:
         log.error("background execution failed", exc_info=exc)
 
 
-def run_execution(db: Database, settings: StudioSettings, execution_id: str, run: ApiRun) -> None:
-    """Provision, run, clean up; the execution always ends final with a ``finished`` event."""
-    workspace: Workspace | None = None
+def run_here(db: Database, settings: StudioSettings, execution_id: str) -> None:
+    """Run the execution in this process (its ``studio execute`` child); it always ends."""
     try:
-        token = IntegrationRepository(db, settings).github().token
-        workspace = provision_workspace(
-            execution_id, run.repo_url, base_branch=run.base_branch,
-            token=token.get_secret_value() if token is not None else None,
-            settings=settings, slug=run.prompt[:60],
-        )
-        ExecutionRepository(db).mark_running(
-            execution_id, base_commit=workspace.base_commit, branch=workspace.branch,
-            workspace=str(workspace.path))
-        ExecutionService(db, settings).execute(execution_id, RunRequest(
-            provider=run.provider, prompt=run.prompt, workspace=workspace.path, model=run.model,
-            script=run.script, limit_overrides=run.limits, branch=workspace.branch,
-            default_branch=workspace.base_branch, repository=run.repo_url,
-            repo_url=run.repo_url))
-    except StudioError as exc:
-        _fail(db, execution_id, exc.code, exc.message)
-    except Exception:
-        _fail(db, execution_id, ErrorCode.INTERNAL_ERROR, "internal error")
-        raise
+        dispatch_execution(execution_id, settings)
     finally:
+        _fail_unfinished(db, execution_id)
         _ensure_finished_event(db, execution_id)
-        if workspace is not None:
-            cleanup(workspace)
 
 
-def _fail(db: Database, execution_id: str, code: ErrorCode, message: str) -> None:
+def _fail_unfinished(db: Database, execution_id: str) -> None:
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
     if row is None or row.status in FINAL_STATUSES:
         return
-    repository.finish(execution_id, status="failed", outcome="error", error_code=code.value,
-                      error_message=message)
+    repository.finish(execution_id, status="failed", outcome="error",
+                      error_code=ErrorCode.SUBSTRATE_ERROR.value,
+                      error_message="the execution's process ended without finishing it")
 
 
 def _ensure_finished_event(db: Database, execution_id: str) -> None:

@@ -7,9 +7,9 @@ from typing import Annotated, Literal
 from fastapi import APIRouter, Depends, Path, Query, Response
 
 from services.api.auth import Scope, requires
-from services.api.deps import get_db, get_launcher
+from services.api.deps import get_db, get_launcher, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
-from services.api.launcher import ApiRun, Launcher
+from services.api.launcher import Launcher
 from services.api.schemas import (
     EXECUTION_ID_PATTERN,
     CancelAccepted,
@@ -20,14 +20,16 @@ from services.api.schemas import (
     ToolCall,
     ToolCallList,
 )
-from services.composition import DEFAULT_MODELS
 from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
 from services.db.models import NodeExecution
-from services.db.runtime_settings import InvalidSettingValue, SettingsRepository
+from services.db.redaction import Redactor
+from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.providers.replay import load_script
+from services.execution_request import ExecutionRequest, create_execution
 from services.repo_urls import validate_repo_url
+from services.settings import StudioSettings
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
 
@@ -61,26 +63,25 @@ def _found(db: Database, execution_id: str) -> NodeExecution:
 
 @router.post("", status_code=202, response_model=ExecutionCreated,
              dependencies=[requires(Scope.RUN)])
-def create_execution(body: ExecutionCreate, response: Response,
-                     db: Database = Depends(get_db),  # noqa: B008
-                     launcher: Launcher = Depends(get_launcher)) -> ExecutionCreated:  # noqa: B008
+def create_execution_route(
+    body: ExecutionCreate, response: Response,
+    db: Database = Depends(get_db),  # noqa: B008
+    settings: StudioSettings = Depends(get_settings),  # noqa: B008
+    launcher: Launcher = Depends(get_launcher),  # noqa: B008
+) -> ExecutionCreated:
     """Record an execution and run it in the background; answers its id (202)."""
     validate_repo_url(body.repo_url, from_api=True)
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
+    request = ExecutionRequest(
+        provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
+        base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
+        limit_overrides=limits)
     try:
-        snapshot = SettingsRepository(db).snapshot(limits)
+        execution_id = create_execution(db, request, Redactor.from_settings(settings))
     except InvalidSettingValue as exc:
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
-    execution_id = ExecutionRepository(db).create(
-        provider=body.provider, model=body.model or DEFAULT_MODELS.get(body.provider, ""),
-        prompt=body.prompt, repo_url=body.repo_url, base_branch=body.base_branch,
-        limits=snapshot["limits"], settings_snapshot=snapshot,
-    )
-    launcher.launch(execution_id, ApiRun(
-        provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
-        base_branch=body.base_branch, pull_request=body.pull_request,
-        script=body.replay_script, limits=limits))
+    launcher.launch(execution_id)
     response.headers["Location"] = f"/api/executions/{execution_id}"
     return ExecutionCreated(id=execution_id, status="queued")
 
