@@ -48,7 +48,13 @@ from services.execution.errors import ErrorCode, ExecutionError, StudioError
 from services.execution.mcp_bridge import McpHub
 from services.execution.messages import AgentResult, AgentStatus, Message
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
-from services.execution.ports import EventSink, ModelClient, SelfDrivingEngine
+from services.execution.ports import (
+    AgentEvent,
+    AgentEventKind,
+    EventSink,
+    ModelClient,
+    SelfDrivingEngine,
+)
 from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
@@ -169,7 +175,9 @@ class DurableRun:
         if not row.settings_snapshot["agent_runtime_cutover_enabled"]["value"]:
             error = ExecutionError("agent runtime cutover is off and the legacy runtime does "
                                    "not exist yet", code=ErrorCode.UNSUPPORTED_CAPABILITY)
-            return self._end(_failed_run(self.id, row, error), None, row.branch)
+            failed = _failed_run(self.id, row, error)
+            self._journal_end(failed)
+            return self._end(failed, None, row.branch)
         wiring: GithubWiring | None = None
         ws: Workspace | None = None
         try:
@@ -182,7 +190,9 @@ class DurableRun:
             raise
         except StudioError as error:  # provisioning or finalization failed: the run fails
             log.warning("execution %s failed: %s", self.id, self.redactor.text(str(error)))
-            return self._end(_failed_run(self.id, row, error), None, row.branch)
+            failed = _failed_run(self.id, row, error)
+            self._journal_end(failed)
+            return self._end(failed, None, row.branch)
         finally:
             if ws is not None and not self.keep_workspace:
                 cleanup(ws)
@@ -303,6 +313,15 @@ class DurableRun:
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)
         return finalized
+
+    def _journal_end(self, run: RunResult) -> None:
+        """A ``finished`` event for a run that failed before its loop wrote one (live streams
+        end on it); nothing when the loop already finished (finalization failed)."""
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        if recorded_run(self.id, run.provider, run.model, events) is not None:
+            return
+        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(AgentEvent(
+            AgentEventKind.FINISHED, self.id, 0, run.summary()))
 
     def _end(self, run: RunResult, finalized: Finalized | None,
              branch: str | None) -> ExecutionOutcome:

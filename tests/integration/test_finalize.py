@@ -1,0 +1,62 @@
+"""Finalization rules through ``execute_execution`` (replay provider, in process): --no-pr,
+workflow changes refused, a missing base branch reported, and the journal always ends."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from services.db.executions import ExecutionRepository
+from services.db.redaction import Redactor
+from services.durable import execute_execution
+from services.execution_request import ExecutionRequest, create_execution
+from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
+
+
+def _run(world: RepoWorld, tmp_path: Path, writes: dict[str, str],
+         extra: list[dict[str, Any]] | None = None, **request: Any) -> Any:
+    turns = [{"tool_calls": [{"tool": "workspace.write_file",
+                              "args": {"path": path, "content": content}}]}
+             for path, content in writes.items()]
+    turns += [{"tool_calls": [call]} for call in extra or []]
+    db = world.database()
+    try:
+        execution_id = create_execution(db, ExecutionRequest(
+            provider="replay", prompt="Change things", repo_url=world.url,
+            script={"turns": [*turns, {"final": DONE}]}, **request), Redactor([TOKEN]))
+        settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
+        outcome = execute_execution(execution_id, settings=settings, db=db)
+        return outcome, ExecutionRepository(db).get(execution_id), [
+            (e.kind, e.data) for e in ExecutionRepository(db).events(execution_id)]
+    finally:
+        db.dispose()
+
+
+def test_no_pr_pushes_the_branch_only(tmp_path: Path) -> None:
+    with repo_world(tmp_path) as world:
+        outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"}, pull_request=False)
+        assert outcome.status == "succeeded" and row.pr_url is None
+        assert world.remote_file(row.branch, "new.txt") == "hello\n"
+        assert world.api.branch_sha("acme", "widgets", row.branch) == row.head_sha
+        assert world.api.pulls == [] and world.api.posts == 0
+        assert list((tmp_path / "ws").iterdir()) == []  # the workspace was cleaned up
+
+
+def test_workflow_changes_are_refused_by_the_finalizer(tmp_path: Path) -> None:
+    # the workspace domain refuses such writes; a command can still make one
+    make = {"tool": "command.run", "args": {"argv": [
+        "sh", "-c", "mkdir -p .github/workflows && echo 'on: push' > .github/workflows/ci.yml"]}}
+    with repo_world(tmp_path) as world:
+        outcome, row, _ = _run(world, tmp_path, {"ci.txt": "x\n"}, extra=[make])
+        assert outcome.status == "failed" and row.error_code == "protected_path"
+        assert world.host.pushes == [] and world.api.pulls == []
+
+
+def test_missing_base_branch_fails_and_the_journal_ends(tmp_path: Path) -> None:
+    with repo_world(tmp_path) as world:
+        outcome, row, events = _run(world, tmp_path, {"x.txt": "x\n"}, base_branch="nope")
+        assert outcome.status == "failed" and row.status == "failed"
+        assert row.error_code == "git_error"
+        assert [kind for kind, _ in events] == ["finished"]
+        assert events[0][1]["error"]["code"] == "git_error"
+        assert world.host.pushes == []
