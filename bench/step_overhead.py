@@ -208,6 +208,10 @@ def run(config: Config) -> dict[str, Any]:
         print(f"  [{mark}] {check['target']}: {check['detail']}")
     print(f"\nload average {_load(load_before)} before, {_load(load_after)} after; "
           f"{elapsed:.0f} s in all")
+    if max(load_before[0], load_after[0]) > (os.cpu_count() or 1):
+        print("WARNING: the load average exceeded the CPU count during the run: wall-time ratios "
+              "are noisy (the cpu h/r column moves much less with load); rerun on a quieter "
+              "machine or with more --reps")
     return {
         "generated_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "elapsed_s": round(elapsed, 1),
         "load_average": {"before": load_before, "after": load_after},
