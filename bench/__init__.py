@@ -1,0 +1,1 @@
+"""Benchmarks, not tests: run them from the repository root (``python -m bench.<name>``)."""
