@@ -22,7 +22,11 @@ from typing import Any
 
 import anyio
 
-from services.execution.conversation import elide_old_outputs, repair_interrupted
+from services.execution.conversation import (
+    TokenCounter,
+    elide_old_outputs,
+    repair_interrupted,
+)
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable
 from services.execution.guards import AgentLimits, LoopDetector, LoopVerdict, RetryPolicy
@@ -87,6 +91,7 @@ class FrontierAgent:
         instructions = repository_instructions(deps.ctx.resolved_workspace_root())
         self.system = system_prompt(deps.task_kind, self.tools, instructions)
         self.usage = UsageAccumulator(deps.prices)
+        self.tokens = TokenCounter()
         self.loops = LoopDetector(deps.limits.loop_window, deps.limits.loop_warn_at,
                                   deps.limits.loop_stop_at)
         self.iterations = 0
@@ -130,7 +135,7 @@ class FrontierAgent:
                          cycle: int) -> RunResult:
         while True:
             self._check_before_model_call()
-            elide_old_outputs(messages, self.deps.limits.context_token_budget)
+            elide_old_outputs(messages, self.deps.limits.context_token_budget, self.tokens)
             request = ModelRequest(system=self.system, messages=messages, tools=self.tools,
                                    cycle=cycle)
             self._emit(AgentEventKind.MODEL_REQUEST, cycle,

@@ -74,9 +74,34 @@ def _elided(part: ToolResultPart) -> ToolResultPart:
     return part.model_copy(update={"envelope": stub, "elided": True})
 
 
-def elide_old_outputs(messages: list[Message], token_budget: int) -> int:
+class TokenCounter:
+    """Remembers each message's size estimate (messages are replaced, never changed in place)."""
+
+    def __init__(self) -> None:
+        self._sizes: dict[int, tuple[Message, int]] = {}
+
+    def size(self, message: Message) -> int:
+        hit = self._sizes.get(id(message))
+        if hit is not None and hit[0] is message:
+            return hit[1]
+        tokens = estimate_tokens(message)
+        self._sizes[id(message)] = (message, tokens)
+        return tokens
+
+    def total(self, messages: list[Message]) -> int:
+        if len(self._sizes) > 2 * len(messages) + 16:  # forget replaced messages
+            live = {id(m) for m in messages}
+            self._sizes = {k: v for k, v in self._sizes.items() if k in live}
+        return sum(self.size(m) for m in messages)
+
+
+def elide_old_outputs(messages: list[Message], token_budget: int,
+                      counter: TokenCounter | None = None) -> int:
     """Replace the oldest tool outputs in place until the conversation fits; returns how many."""
-    total = sum(estimate_tokens(m) for m in messages)
+    counter = counter or TokenCounter()
+    total = counter.total(messages)
+    if total <= token_budget:
+        return 0
     tool_indexes = [i for i, m in enumerate(messages) if m.role is Role.TOOL]
     elided = 0
     for index in tool_indexes[:-KEEP_RECENT_TOOL_MESSAGES]:
@@ -85,11 +110,11 @@ def elide_old_outputs(messages: list[Message], token_budget: int) -> int:
         message = messages[index]
         if all(not isinstance(p, ToolResultPart) or p.elided for p in message.parts):
             continue
-        before = estimate_tokens(message)
+        before = counter.size(message)
         parts = [_elided(p) if isinstance(p, ToolResultPart) and not p.elided else p
                  for p in message.parts]
         messages[index] = message.model_copy(update={"parts": parts})
-        total -= before - estimate_tokens(messages[index])
+        total -= before - counter.size(messages[index])
         elided += 1
     return elided
 
