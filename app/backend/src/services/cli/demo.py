@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +20,11 @@ from rich.console import Console
 
 from services.cli.database import open_db
 from services.cli.live import LiveConsoleSink
+from services.db.redaction import Redactor
+from services.durable import execute_execution
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
-from services.executions import ExecutionService, RunRequest
+from services.execution_request import ExecutionRequest, create_execution
 from services.settings import get_settings
-from services.workspaces import cleanup, provision_workspace
 
 SAMPLE_FILES = {
     "calc.py": '"""A tiny calculator."""\n\n\ndef add(a: int, b: int) -> int:\n'
@@ -53,9 +54,8 @@ def _sample_repository(root: Path, author: GitAuthor) -> Path:
     return remote
 
 
-def demo_script(branch: str) -> dict[str, Any]:
-    """The replayed trajectory: what a model would do to fix the sample (on ``branch``, which
-    provisioning already checked out)."""
+def demo_script() -> dict[str, Any]:
+    """The replayed trajectory: what a model would do to fix the sample."""
     final = {"status": "success", "summary": "Fixed add() (it subtracted); the tests pass.",
              "changes": ["calc.py: add returns a + b"], "issues": [], "questions": []}
     calls: list[list[dict[str, Any]]] = [
@@ -66,9 +66,16 @@ def demo_script(branch: str) -> dict[str, Any]:
         [{"tool": "command.run", "args": {"argv": TEST_COMMAND}}],
         [{"tool": "git.add", "args": {"paths": ["calc.py"]}}],
         [{"tool": "git.commit", "args": {"message": "Fix add(): return the sum"}}],
-        [{"tool": "git.push", "args": {}}],
     ]
     return {"turns": [{"tool_calls": c} for c in calls] + [{"final": final}]}
+
+
+def _pushed_commit(remote: Path, branch: str | None, author: GitAuthor) -> str:
+    if not branch:
+        return ""
+    head = run_git(remote.parent, ["--git-dir", str(remote), "rev-parse", f"refs/heads/{branch}"],
+                   author=author, check=False)
+    return head.text.strip() if head.returncode == 0 else ""
 
 
 def demo_command(
@@ -77,39 +84,29 @@ def demo_command(
     """Run the whole pipeline on a generated sample repository (replay provider, no API key)."""
     settings = get_settings()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
-    service = ExecutionService(open_db(), settings)
-    prompt = "Make the failing test pass."
-    placeholder = Path(tempfile.gettempdir())
-    execution_id = service.create(RunRequest(provider="replay", prompt=prompt,
-                                             workspace=placeholder))
-    home = settings.data_dir / "demo" / execution_id
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
-    remote = _sample_repository(home, author)
+    remote = _sample_repository(settings.data_dir / "demo" / uuid.uuid4().hex[:12], author)
     console.print(f"[bold]sample repository[/] with a failing test: {remote}")
-    ws = provision_workspace(execution_id, str(remote), base_branch=None, token=None,
-                             settings=settings, slug="fix add", allow_local=True)
-    branch = ws.branch
-    script_path = home / "replay.json"
-    script_path.write_text(json.dumps(demo_script(branch), indent=2))
+    request = ExecutionRequest(provider="replay", prompt="Make the failing test pass.",
+                               repo_url=str(remote), script=demo_script(), pull_request=False,
+                               slug="fix-add", allow_local=True)
+    db = open_db()
     try:
-        result = service.execute(
-            execution_id,
-            RunRequest(provider="replay", prompt=prompt, workspace=ws.path,
-                       script=script_path, branch=branch, default_branch=ws.base_branch,
-                       repo_url=str(remote)),
-            sinks=[LiveConsoleSink(console)],
-        )
+        execution_id = create_execution(db, request, Redactor.from_settings(settings))
+        outcome = execute_execution(execution_id, settings=settings, db=db,
+                                    sinks=[LiveConsoleSink(console)],
+                                    keep_workspace=keep_workspace)
     finally:
-        if not keep_workspace:
-            cleanup(ws)
-    head = run_git(home, ["--git-dir", str(remote), "rev-parse", f"refs/heads/{branch}"],
-                   author=author, check=False)
-    commit = head.text.strip() if head.returncode == 0 else ""
-    record = f"studio executions show {result.execution_id}"
-    summary = {"execution_id": result.execution_id, "outcome": result.outcome.value,
-               "status": result.status, "branch": branch if commit else None,
-               "commit": commit or None, "remote": str(remote), "record": str(record)}
-    console.print(f"[bold]branch[/] {branch}\n[bold]commit[/] {commit}\n"
+        db.dispose()
+    commit = _pushed_commit(remote, outcome.branch, author)
+    record = f"studio executions show {execution_id}"
+    run = outcome.run
+    summary = {"execution_id": execution_id,
+               "outcome": run.outcome.value if run is not None else None,
+               "status": run.status if run is not None else "failed",
+               "execution_status": outcome.status, "branch": outcome.branch if commit else None,
+               "commit": commit or None, "remote": str(remote), "record": record}
+    console.print(f"[bold]branch[/] {outcome.branch}\n[bold]commit[/] {commit}\n"
                   f"[bold]remote[/] {remote}\n[bold]run record[/] {record}")
     typer.echo(json.dumps(summary, separators=(",", ":")))
-    raise typer.Exit(0 if result.succeeded and commit else 1)
+    raise typer.Exit(0 if outcome.succeeded and commit == outcome.head_sha else 1)
