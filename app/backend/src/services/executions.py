@@ -121,11 +121,13 @@ class ExecutionService:
         """Record and run one execution to its end; the row always ends in a final status."""
         return self.execute(self.create(request), request, sinks=sinks)
 
-    def create(self, request: RunRequest) -> str:
+    def create(self, request: RunRequest, *, flowchart_run_id: str | None = None,
+               node_id: str | None = None) -> str:
         """Record a queued execution with the settings in force; answers its id."""
         snapshot = self.runtime_settings.snapshot({**request.node_config,
                                                    **request.limit_overrides})
         return self.executions.create(
+            flowchart_run_id=flowchart_run_id, node_id=node_id,
             provider=request.provider,
             model=request.model or DEFAULT_MODELS.get(request.provider, ""),
             prompt=request.prompt, repo_url=request.repo_url, workspace=str(request.workspace),

@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.composition import DEFAULT_MODELS, command_sandbox
+from services.composition import command_sandbox
 from services.db.executions import ExecutionRepository
 from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
-from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE, SettingsRepository
+from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
@@ -82,14 +82,8 @@ class NodeRunner:
         )
 
     def create_agent_execution(self, job: NodeJob, request: RunRequest) -> str:
-        snapshot = SettingsRepository(self.db).snapshot({**request.node_config,
-                                                         **request.limit_overrides})
-        return self.executions.create(
-            provider=request.provider,
-            model=request.model or DEFAULT_MODELS.get(request.provider, ""),
-            prompt=request.prompt, workspace=str(request.workspace), limits=snapshot["limits"],
-            settings_snapshot=snapshot, flowchart_run_id=job.run_id, node_id=job.node_row_id,
-        )
+        return ExecutionService(self.db, self.settings).create(
+            request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 
     def run_agent(self, job: NodeJob, execution_id: str, request: RunRequest) -> NodeOutcome:
         try:
