@@ -20,7 +20,6 @@ the execution to the new holder.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import shutil
 import tempfile
@@ -30,10 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-
 from services.checkpoints import CheckpointingToolStore, CheckpointRepository, apply_checkpoint
-from services.composition import EngineRequest, build_engine, command_sandbox
+from services.composition import EngineRequest, command_sandbox
 from services.db.base import utcnow
 from services.db.budget import DbBudget
 from services.db.control import DbRunControl
@@ -41,27 +38,21 @@ from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
+from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, open_database
-from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.conversation import rebuild_messages
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
-from services.execution.mcp_bridge import McpHub
-from services.execution.messages import AgentResult, AgentStatus, Message
+from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
 from services.execution.ports import (
     AgentEvent,
     AgentEventKind,
     EventSink,
-    ModelClient,
-    SelfDrivingEngine,
 )
-from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
-from services.execution.tool_domains.registry import default_registry
 from services.execution_request import ExecutionRequest, GithubWiring, github_wiring
-from services.executions import RedactingSink, agent_limits, final_status
+from services.executions import LoopWiring, agent_limits, final_status, run_loop
 from services.finalize import Finalized, FinalizeRequest, finalize
 from services.leases import (
     Heartbeat,
@@ -73,7 +64,7 @@ from services.leases import (
     new_owner,
 )
 from services.repo_urls import validate_repo_url
-from services.settings import StudioSettings, get_settings, mcp_base_environment
+from services.settings import StudioSettings, get_settings
 from services.workspaces import Workspace, cleanup, provision_workspace, remote_branch_sha
 
 log = logging.getLogger(__name__)
@@ -142,15 +133,6 @@ def _failed_run(execution_id: str, row: NodeExecution, error: StudioError) -> Ru
                      result=AgentResult(status=AgentStatus.FAILED, summary=error.message),
                      usage=UsageTotals(), iterations=0,
                      error={"code": error.code.value, "message": error.message})
-
-
-async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps, prompt: str,
-                 history: list[Message] | None) -> RunResult:
-    try:
-        return await FrontierAgent(engine, deps).run(prompt, history=history)
-    finally:
-        if not isinstance(engine, SelfDrivingEngine):
-            await engine.aclose()
 
 
 class DurableRun:
@@ -272,28 +254,22 @@ class DurableRun:
             author=self.author, redactor=self.redactor,
             last_sha256=latest.sha256 if latest is not None else None)
         run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{self.id[:8]}-"))
-        registry = default_registry()
+        overrides = {**request.node_config, **request.limit_overrides}
+        settings_repo = SettingsRepository(self.db)
+        wiring = LoopWiring(
+            store=store,
+            journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
+            control=LeaseControl(DbRunControl(self.db, self.id), self.lease),
+            budget=DbBudget(self.db, self.id, request.repo_url,
+                            float(limits["repo_daily_budget_usd"])),
+            limits=agent_limits(limits),
+            refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)),
+        )
         try:
-            engine = build_engine(EngineRequest(
+            return run_loop(self.settings, EngineRequest(
                 provider=row.provider, model=row.model, workspace=ws.path, run_dir=run_dir,
-                script=request.script), self.settings)
-            with contextlib.ExitStack() as stack:
-                if self.settings.mcp_config is not None:
-                    hub = stack.enter_context(McpHub.from_file(
-                        self.settings.mcp_config, base_env=mcp_base_environment()))
-                    hub.register(registry)
-                deps = AgentDeps(
-                    dispatcher=Dispatcher(registry, store), ctx=ctx,
-                    sink=FanOutSink([
-                        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
-                        *(RedactingSink(s, self.redactor) for s in self.sinks)]),
-                    limits=agent_limits(limits),
-                    control=LeaseControl(DbRunControl(self.db, self.id), self.lease),
-                    budget=DbBudget(self.db, self.id, request.repo_url,
-                                    float(limits["repo_daily_budget_usd"])),
-                )
-                history = rebuild_messages(events) or None
-                return anyio.run(_drive, engine, deps, row.prompt, history)
+                script=request.script), ctx, wiring, self.sinks, self.redactor, row.prompt,
+                rebuild_messages(events) or None)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)
 

@@ -10,8 +10,10 @@ exists.
 from __future__ import annotations
 
 import contextlib
+import shutil
 import tempfile
 import uuid
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -31,9 +33,17 @@ from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.guards import AgentLimits
 from services.execution.mcp_bridge import McpHub
-from services.execution.messages import AgentResult, AgentStatus
+from services.execution.messages import AgentResult, AgentStatus, Message
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
-from services.execution.ports import AgentEvent, EventSink, ModelClient, SelfDrivingEngine
+from services.execution.ports import (
+    AgentEvent,
+    BudgetPort,
+    EventSink,
+    IdempotencyStore,
+    ModelClient,
+    RunControl,
+    SelfDrivingEngine,
+)
 from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
@@ -86,14 +96,45 @@ def _refused(execution_id: str, request: RunRequest, code: ErrorCode, message: s
     )
 
 
-async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps,
-                 prompt: str) -> RunResult:
-    agent = FrontierAgent(engine, deps)
+async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps, prompt: str,
+                 history: list[Message] | None) -> RunResult:
     try:
-        return await agent.run(prompt)
+        return await FrontierAgent(engine, deps).run(prompt, history=history)
     finally:
         if not isinstance(engine, SelfDrivingEngine):
             await engine.aclose()
+
+
+@dataclass
+class LoopWiring:
+    """What differs between a plain run and a durable one; the rest is wired the same way."""
+
+    store: IdempotencyStore
+    journal: EventSink
+    control: RunControl
+    budget: BudgetPort
+    limits: AgentLimits
+    refresh_limits: Callable[[], AgentLimits] | None = None
+
+
+def run_loop(settings: StudioSettings, engine_request: EngineRequest, ctx: ToolDomainContext,
+             wiring: LoopWiring, sinks: Sequence[EventSink], redactor: Redactor, prompt: str,
+             history: list[Message] | None = None) -> RunResult:
+    """Build the engine and the registry (MCP servers included) and run FrontierAgent once."""
+    engine = build_engine(engine_request, settings)
+    registry = default_registry()
+    with contextlib.ExitStack() as stack:
+        if settings.mcp_config is not None:
+            hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
+                                                       base_env=mcp_base_environment()))
+            hub.register(registry)
+        deps = AgentDeps(
+            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
+            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in sinks)]),
+            limits=wiring.limits, control=wiring.control, budget=wiring.budget,
+            refresh_limits=wiring.refresh_limits,
+        )
+        return anyio.run(_drive, engine, deps, prompt, history)
 
 
 class RedactingSink:
@@ -167,9 +208,6 @@ class ExecutionService:
     def _run(self, execution_id: str, request: RunRequest, limits: dict[str, Any],
              sinks: list[EventSink]) -> RunResult:
         run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{execution_id[:8]}-"))
-        engine = build_engine(EngineRequest(
-            provider=request.provider, model=request.model, workspace=request.workspace,
-            run_dir=run_dir, script=request.script), self.settings)
         ctx = ToolDomainContext(
             workspace_root=request.workspace, execution_id=execution_id,
             request_id=str(uuid.uuid4()), correlation_id=execution_id,
@@ -178,22 +216,20 @@ class ExecutionService:
             git_author_name=self.settings.git_author_name,
             git_author_email=self.settings.git_author_email,
         )
-        registry = default_registry()
         repository = request.repository or request.repo_url or str(request.workspace.resolve())
-        with contextlib.ExitStack() as stack:
-            if self.settings.mcp_config is not None:
-                hub = stack.enter_context(McpHub.from_file(self.settings.mcp_config,
-                                                           base_env=mcp_base_environment()))
-                hub.register(registry)
-            deps = AgentDeps(
-                dispatcher=Dispatcher(registry, DbIdempotencyStore(self.db)), ctx=ctx,
-                sink=FanOutSink([DbEventSink(self.db),
-                                 *(RedactingSink(s, self.redactor) for s in sinks)]),
-                limits=agent_limits(limits),
-                control=DbRunControl(self.db, execution_id),
-                refresh_limits=lambda: agent_limits(self.runtime_settings.limits(
-                    {**request.node_config, **request.limit_overrides})),
-                budget=DbBudget(self.db, execution_id, repository,
-                                float(limits["repo_daily_budget_usd"])),
-            )
-            return anyio.run(_drive, engine, deps, request.prompt)
+        overrides = {**request.node_config, **request.limit_overrides}
+        wiring = LoopWiring(
+            store=DbIdempotencyStore(self.db), journal=DbEventSink(self.db, self.redactor),
+            control=DbRunControl(self.db, execution_id),
+            budget=DbBudget(self.db, execution_id, repository,
+                            float(limits["repo_daily_budget_usd"])),
+            limits=agent_limits(limits),
+            refresh_limits=lambda: agent_limits(self.runtime_settings.limits(overrides)),
+        )
+        try:
+            return run_loop(self.settings, EngineRequest(
+                provider=request.provider, model=request.model, workspace=request.workspace,
+                run_dir=run_dir, script=request.script), ctx, wiring, sinks, self.redactor,
+                request.prompt)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
