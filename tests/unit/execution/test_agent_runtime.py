@@ -204,3 +204,21 @@ def test_limits_are_read_fresh_before_every_model_call(workspace: Path) -> None:
     agent.deps.refresh_limits = refresh
     result = run(agent)
     assert result.outcome is Outcome.MAX_ITERATIONS_EXCEEDED and len(client.requests) == 2
+
+
+def test_a_resumed_execution_keeps_counting_its_budget(workspace: Path) -> None:
+    from services.execution.conversation import recorded_usage
+    from services.execution.outcomes import UsageTotals
+
+    client = ScriptedClient([tool_turn(("test_echo", {"text": str(i)}), cost=0.6)
+                             for i in range(10)])
+    agent, _ = build_agent(workspace, client, limits=AgentLimits(max_budget_usd=2.0))
+    agent.deps.spent = UsageTotals(input_tokens=50, output_tokens=5, cost_usd=1.5)
+    fresh = type(agent)(client, agent.deps)  # spent is read when the agent is built
+    result = run(fresh)
+    assert result.outcome is Outcome.BUDGET_EXCEEDED and len(client.requests) == 1
+    assert result.usage.cost_usd == pytest.approx(2.1) and result.usage.input_tokens == 60
+    assert recorded_usage([("usage", {"total": {"cost_usd": 1.0}}),
+                           ("usage", {"total": {"cost_usd": 2.0}}),
+                           ("tool_call", {})]) == {"cost_usd": 2.0}
+    assert recorded_usage([("started", {})]) is None

@@ -40,7 +40,7 @@ from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, open_database
-from services.execution.conversation import rebuild_messages
+from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
 from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
@@ -133,6 +133,12 @@ def _failed_run(execution_id: str, row: NodeExecution, error: StudioError) -> Ru
                      result=AgentResult(status=AgentStatus.FAILED, summary=error.message),
                      usage=UsageTotals(), iterations=0,
                      error={"code": error.code.value, "message": error.message})
+
+
+def _spent(events: list[tuple[str, dict[str, Any]]]) -> UsageTotals | None:
+    """What the earlier attempts used: the per-execution budget spans every attempt."""
+    total = recorded_usage(events)
+    return UsageTotals.model_validate(total) if total is not None else None
 
 
 class DurableRun:
@@ -264,6 +270,7 @@ class DurableRun:
                             float(limits["repo_daily_budget_usd"])),
             limits=agent_limits(limits),
             refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)),
+            spent=_spent(events),
         )
         try:
             return run_loop(self.settings, EngineRequest(

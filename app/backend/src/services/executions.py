@@ -115,6 +115,7 @@ class LoopWiring:
     budget: BudgetPort
     limits: AgentLimits
     refresh_limits: Callable[[], AgentLimits] | None = None
+    spent: UsageTotals | None = None
 
 
 def run_loop(settings: StudioSettings, engine_request: EngineRequest, ctx: ToolDomainContext,
@@ -132,7 +133,7 @@ def run_loop(settings: StudioSettings, engine_request: EngineRequest, ctx: ToolD
             dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
             sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in sinks)]),
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
-            refresh_limits=wiring.refresh_limits,
+            refresh_limits=wiring.refresh_limits, spent=wiring.spent,
         )
         return anyio.run(_drive, engine, deps, prompt, history)
 

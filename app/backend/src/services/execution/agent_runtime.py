@@ -72,6 +72,7 @@ class AgentDeps:
     control: RunControl | None = None
     budget: BudgetPort | None = None
     refresh_limits: Callable[[], AgentLimits] | None = None  # runtime settings, read each cycle
+    spent: UsageTotals | None = None  # what earlier attempts of this execution used (resume)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     sleep: Sleep = anyio.sleep
     clock: Callable[[], float] = time.monotonic
@@ -91,6 +92,10 @@ class FrontierAgent:
         instructions = repository_instructions(deps.ctx.resolved_workspace_root())
         self.system = system_prompt(deps.task_kind, self.tools, instructions)
         self.usage = UsageAccumulator(deps.prices)
+        if deps.spent is not None:  # a resumed execution keeps counting from where it was
+            self.usage.input_tokens = deps.spent.input_tokens
+            self.usage.output_tokens = deps.spent.output_tokens
+            self.usage.cost_usd = deps.spent.cost_usd
         self.tokens = TokenCounter()
         self.loops = LoopDetector(deps.limits.loop_window, deps.limits.loop_warn_at,
                                   deps.limits.loop_stop_at)

@@ -153,3 +153,11 @@ def rebuild_messages(events: list[tuple[str, dict[str, Any]]]) -> list[Message]:
             warning = str(data.get("message"))
     flush()
     return messages
+
+
+def recorded_usage(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] | None:
+    """The execution's usage totals as the journal last recorded them (``None``: none yet)."""
+    for kind, data in reversed(events):
+        if kind == "usage" and isinstance(data.get("total"), dict):
+            return dict(data["total"])
+    return None
