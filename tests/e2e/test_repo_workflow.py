@@ -142,11 +142,19 @@ def test_clone_edit_test_commit_push_pr(provider: str, world: RepoWorld, tmp_pat
         assert tests_run["exit_code"] == 0, tests_run
         assert results[5]["result"]["url"] == summary["pr_url"]
         journal = json.dumps([e.data for e in repo.events(summary["execution_id"])])
+        finished = [e.data for e in repo.events(summary["execution_id"]) if e.kind == "finished"]
         evidence = json.dumps([c.envelope for c in repo.tool_calls(summary["execution_id"])])
     finally:
         db.dispose()
 
     assert (workspaces / summary["execution_id"] / "repo" / ".git" / "config").is_file()
+    kept = world.root / "data" / "transcripts" / summary["execution_id"]
+    if provider == "claude":  # the CLI's session transcript is kept with the execution
+        assert finished[-1]["transcript_path"].startswith(str(kept))
+        transcript = Path(finished[-1]["transcript_path"]).read_text()
+        assert "tool_result" in transcript and API_KEY not in transcript
+    else:
+        assert not kept.exists()
     assert _files_holding_secrets(workspaces) == []
     for text_seen in (caplog.text, out, err, journal, evidence):
         assert not any(s in text_seen for s in SECRETS)

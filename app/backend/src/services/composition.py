@@ -29,6 +29,7 @@ class EngineRequest:
     model: str | None
     workspace: Path
     run_dir: Path
+    transcript_dir: Path | None = None  # where a self-driving engine keeps its transcript
     script: Path | dict[str, object] | None = None
     codex_mode: str = "responses"
 
@@ -61,7 +62,7 @@ def build_engine(
         return ClaudeEngine(ClaudeConfig(
             model=model, workspace=request.workspace,
             env=claude_env_from(process_environment()),
-            transcript_dir=request.run_dir / "claude-transcript",
+            transcript_dir=request.transcript_dir or request.run_dir / "claude-transcript",
             scratch_dir=request.run_dir,
         ))
     raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")

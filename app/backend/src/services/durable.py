@@ -52,7 +52,13 @@ from services.execution.ports import (
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
 from services.execution_request import ExecutionRequest, GithubWiring, github_wiring
-from services.executions import LoopWiring, agent_limits, final_status, run_loop
+from services.executions import (
+    LoopWiring,
+    agent_limits,
+    final_status,
+    run_loop,
+    transcript_dir,
+)
 from services.finalize import Finalized, FinalizeRequest, finalize
 from services.leases import (
     Heartbeat,
@@ -275,7 +281,8 @@ class DurableRun:
         try:
             return run_loop(self.settings, EngineRequest(
                 provider=row.provider, model=row.model, workspace=ws.path, run_dir=run_dir,
-                script=request.script), ctx, wiring, self.sinks, self.redactor, row.prompt,
+                script=request.script, transcript_dir=transcript_dir(self.settings, self.id)),
+                ctx, wiring, self.sinks, self.redactor, row.prompt,
                 rebuild_messages(events) or None)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)

@@ -46,7 +46,7 @@ from services.execution.ports import (
 )
 from services.execution.sinks import FanOutSink
 from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.dispatch import Dispatcher
+from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
 from services.settings import StudioSettings, get_settings, mcp_base_environment
 
@@ -124,6 +124,33 @@ def run_loop(settings: StudioSettings, engine_request: EngineRequest, ctx: ToolD
     """Build the engine and the registry (MCP servers included) and run FrontierAgent once."""
     engine = build_engine(engine_request, settings)
     registry = default_registry()
+    try:
+        return _run_with(settings, engine, registry, ctx, wiring, sinks, redactor, prompt,
+                         history)
+    finally:
+        if engine_request.transcript_dir is not None:
+            redact_files(engine_request.transcript_dir, redactor)
+
+
+def transcript_dir(settings: StudioSettings, execution_id: str) -> Path:
+    """Where an execution's provider transcript is kept (the Claude Code session)."""
+    return settings.data_dir / "transcripts" / execution_id
+
+
+def redact_files(directory: Path, redactor: Redactor) -> None:
+    """Known secrets out of every file kept under ``directory``."""
+    for path in directory.rglob("*") if directory.exists() else []:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            cleaned = redactor.text(text)
+            if cleaned != text:
+                path.write_text(cleaned, encoding="utf-8")
+
+
+def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
+              registry: ToolRegistry, ctx: ToolDomainContext, wiring: LoopWiring,
+              sinks: Sequence[EventSink], redactor: Redactor, prompt: str,
+              history: list[Message] | None) -> RunResult:
     with contextlib.ExitStack() as stack:
         if settings.mcp_config is not None:
             hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
@@ -230,7 +257,9 @@ class ExecutionService:
         try:
             return run_loop(self.settings, EngineRequest(
                 provider=request.provider, model=request.model, workspace=request.workspace,
-                run_dir=run_dir, script=request.script), ctx, wiring, sinks, self.redactor,
+                run_dir=run_dir, script=request.script,
+                transcript_dir=transcript_dir(self.settings, execution_id)),
+                ctx, wiring, sinks, self.redactor,
                 request.prompt)
         finally:
             shutil.rmtree(run_dir, ignore_errors=True)

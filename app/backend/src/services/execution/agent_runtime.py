@@ -311,7 +311,7 @@ class FrontierAgent:
     # -- the end ------------------------------------------------------------------------------
     def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,
                 final_text: str = "", code: ErrorCode | None = None,
-                message: str = "") -> RunResult:
+                message: str = "", extra: dict[str, Any] | None = None) -> RunResult:
         result, parsed = parse_agent_result(final_text)
         error = {"code": code.value, "message": message} if code is not None else None
         run = RunResult(
@@ -322,6 +322,7 @@ class FrontierAgent:
         )
         data = run.summary()
         data["parsed_result"] = parsed
+        data.update(extra or {})
         self._emit(AgentEventKind.FINISHED, cycle, data)
         return run
 

@@ -75,13 +75,15 @@ class LoopToolGateway:
         if session.final_text:
             reply = Message(role=Role.ASSISTANT, parts=[TextPart(text=session.final_text)])
             messages.append(reply)
+        extra = {"transcript_path": session.transcript_path, "turns": session.turns}
         if self.stop is not None:
             stop = self.stop
             return agent.finish(stop.outcome, messages, self.calls, code=stop.code,
-                                message=stop.message)
+                                message=stop.message, extra=extra)
         outcome, code = STOP_REASON_OUTCOMES.get(session.stop_reason,
                                                  (Outcome.ERROR, ErrorCode.PROVIDER_UNAVAILABLE))
         if outcome is Outcome.FINISHED:
-            return agent.finish(outcome, messages, self.calls, final_text=session.final_text)
+            return agent.finish(outcome, messages, self.calls, final_text=session.final_text,
+                                extra=extra)
         return agent.finish(outcome, messages, self.calls, code=code,
-                             message=f"session ended: {session.stop_reason}")
+                            message=f"session ended: {session.stop_reason}", extra=extra)
