@@ -71,7 +71,13 @@ from services.leases import (
 )
 from services.repo_urls import validate_repo_url
 from services.settings import StudioSettings, get_settings
-from services.workspaces import Workspace, cleanup, provision_workspace, remote_branch_sha
+from services.workspaces import (
+    DiskGuard,
+    Workspace,
+    cleanup,
+    provision_workspace,
+    remote_branch_sha,
+)
 
 log = logging.getLogger(__name__)
 
@@ -271,7 +277,7 @@ class DurableRun:
         wiring = LoopWiring(
             store=store,
             journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
-            control=LeaseControl(DbRunControl(self.db, self.id), self.lease),
+            control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
             budget=DbBudget(self.db, self.id, request.repo_url,
                             float(limits["repo_daily_budget_usd"])),
             limits=agent_limits(limits),

@@ -22,11 +22,13 @@ import logging
 import re
 import shutil
 import tempfile
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
+from services.execution.ports import RunControl
 from services.execution.tool_domains.git_runner import GitAuthor, empty_home, run_git
 from services.git_credentials import TokenGitAuth
 from services.mirror_cache import MirrorCache, tree_size
@@ -220,6 +222,31 @@ def check_disk(ws: Workspace) -> int:
             f"the workspace uses {used} bytes, over its cap of {ws.disk_cap_bytes}",
             details={"resource": "disk", "used_bytes": used, "cap_bytes": ws.disk_cap_bytes})
     return used
+
+
+class DiskGuard:
+    """A RunControl that stops the run (``budget_exceeded``) once the workspace outgrows its
+    disk cap; measuring walks the tree, so it happens at most every ``interval_s`` seconds."""
+
+    def __init__(self, inner: RunControl, ws: Workspace, interval_s: float = 5.0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        self.inner = inner
+        self.ws = ws
+        self.interval_s = interval_s
+        self.clock = clock
+        self._next = 0.0
+
+    def check(self) -> ErrorCode | None:
+        code = self.inner.check()
+        if code is not None or self.clock() < self._next:
+            return code
+        self._next = self.clock() + self.interval_s
+        try:
+            check_disk(self.ws)
+        except WorkspaceDiskExceeded as exc:
+            log.warning("execution %s: %s", self.ws.execution_id, exc.message)
+            return ErrorCode.BUDGET_EXCEEDED
+        return None
 
 
 def cleanup(ws: Workspace) -> None:
