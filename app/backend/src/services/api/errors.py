@@ -15,9 +15,10 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.execution.envelope import EnvelopeError
 from services.execution.errors import ErrorCode, StudioError
 
 log = logging.getLogger(__name__)
@@ -48,24 +49,13 @@ class ApiError(StudioError):
     """An error raised by a handler on purpose; its code picks the HTTP status."""
 
 
-class ErrorBody(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    code: ErrorCode
-    message: str
-    details: dict[str, Any] = Field(default_factory=dict)
-    retryable: bool = False
-    request_id: str
-    correlation_id: str
-
-
 class ErrorResponse(BaseModel):
     """The error envelope of every API error."""
 
     model_config = ConfigDict(extra="forbid")
 
     ok: bool = False
-    error: ErrorBody
+    error: EnvelopeError  # the same error object as a tool envelope's
 
 
 #: For ``responses=`` of routes: the statuses any ``/api/`` route may answer with an envelope.
@@ -93,7 +83,7 @@ def error_response(request: Request, status: int, code: ErrorCode, message: str,
                    details: dict[str, Any] | None = None, retryable: bool = False,
                    headers: dict[str, str] | None = None) -> JSONResponse:
     request_id, correlation_id = request_ids(request)
-    body = ErrorResponse(error=ErrorBody(
+    body = ErrorResponse(error=EnvelopeError(
         code=code, message=message, details=details or {}, retryable=retryable,
         request_id=request_id, correlation_id=correlation_id,
     ))
