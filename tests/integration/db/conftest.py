@@ -73,13 +73,19 @@ def fresh_pg_url(pg_admin: str) -> Iterator[str]:
     drop_pg_database(pg_admin, url)
 
 
-@pytest.fixture(scope="session")
-def postgres_url(pg_admin: str) -> Iterator[str]:
-    """The session's PostgreSQL database, migrated to head once."""
-    url = create_pg_database(pg_admin)
+def create_migrated_pg_database(admin: str) -> str:
+    """A new PostgreSQL database migrated to head; answers its SQLAlchemy URL."""
+    url = create_pg_database(admin)
     engine = create_db_engine(url)
     migrate.upgrade(engine)
     engine.dispose()
+    return url
+
+
+@pytest.fixture(scope="session")
+def postgres_url(pg_admin: str) -> Iterator[str]:
+    """The session's PostgreSQL database, migrated to head once."""
+    url = create_migrated_pg_database(pg_admin)
     yield url
     drop_pg_database(pg_admin, url)
 
