@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 import pytest
+from pydantic import ValidationError
 
 from services.execution.errors import ProviderRejected, ProviderUnavailable
 from services.execution.messages import (
@@ -187,8 +188,8 @@ def test_wire_cache_converts_each_message_once() -> None:
     for n in range(1, 4):
         assert cache.render(history[:n]) == [str(i) for i in range(n)]
     assert cache.builds == 3
-    history[1].parts[0] = TextPart(text="changed")  # a replaced part is noticed
-    assert cache.render(history) == ["0", "changed", "2"]
+    history[1] = history[1].model_copy(update={"parts": [TextPart(text="changed")]})
+    assert cache.render(history) == ["0", "changed", "2"]  # a replaced message is noticed
     assert cache.builds == 4
 
 
@@ -197,8 +198,10 @@ def test_wire_cache_notices_elision() -> None:
         isinstance(p, ToolResultPart) and p.elided for p in m.parts))
     msg = Message(role=Role.TOOL, parts=[_result()])
     assert cache.render([msg]) == [False]
-    msg.parts[0].elided = True  # type: ignore[union-attr]
-    assert cache.render([msg]) == [True]
+    with pytest.raises(ValidationError):  # frozen: nobody changes a turn in place
+        msg.parts[0].elided = True  # type: ignore[misc, union-attr]
+    elided = msg.model_copy(update={"parts": [_result().model_copy(update={"elided": True})]})
+    assert cache.render([elided]) == [True]
 
 
 @pytest.mark.parametrize(("status", "kind"), [

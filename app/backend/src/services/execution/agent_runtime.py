@@ -101,6 +101,9 @@ class FrontierAgent:
                                   deps.limits.loop_stop_at)
         self.iterations = 0
         self._started = deps.clock()
+        # A turn-based loop has nothing else to run while a tool works, so it dispatches in
+        # place; a self-driving engine's session (its CLI transport) shares the event loop.
+        self._inline_tools = not isinstance(engine, SelfDrivingEngine)
 
     # -- events -------------------------------------------------------------------------------
     def _emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
@@ -263,8 +266,11 @@ class FrontierAgent:
         outcome calls for (or ``None``).
         """
         self._emit(AgentEventKind.TOOL_CALL, cycle, {"call": call.model_dump(mode="json")})
-        outcome = await anyio.to_thread.run_sync(self.deps.dispatcher.dispatch, call,
-                                                 self.deps.ctx)
+        if self._inline_tools:
+            outcome = self.deps.dispatcher.dispatch(call, self.deps.ctx)
+        else:
+            outcome = await anyio.to_thread.run_sync(self.deps.dispatcher.dispatch, call,
+                                                     self.deps.ctx)
         envelope = envelope_to_json(outcome)
         self._emit(AgentEventKind.TOOL_RESULT, cycle, {
             "call": call.model_dump(mode="json"), "envelope": envelope,

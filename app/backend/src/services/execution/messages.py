@@ -32,6 +32,8 @@ class ToolCall(BaseModel):
 
 
 class TextPart(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
     type: Literal["text"] = "text"
     text: str
 
@@ -40,6 +42,8 @@ class ToolCallPart(BaseModel):
     """A tool call as the model made it; ``provider_meta`` keeps what the vendor needs echoed back
     (Gemini's ``thought_signature``, an OpenAI item id, ...)."""
 
+    model_config = ConfigDict(frozen=True)
+
     type: Literal["tool_call"] = "tool_call"
     call: ToolCall
     provider_meta: dict[str, Any] = Field(default_factory=dict)
@@ -47,6 +51,8 @@ class ToolCallPart(BaseModel):
 
 class ToolResultPart(BaseModel):
     """The answer to one tool call: the envelope as JSON data."""
+
+    model_config = ConfigDict(frozen=True)
 
     type: Literal["tool_result"] = "tool_result"
     call_id: str
@@ -66,7 +72,13 @@ class Role(StrEnum):
 
 
 class Message(BaseModel):
-    """One conversation turn in the neutral form every adapter translates to and from."""
+    """One conversation turn in the neutral form every adapter translates to and from.
+
+    Frozen, and never changed in place once in a conversation: whoever changes a turn (elision,
+    repair) puts a new object in its place, which is how adapters know what to convert again.
+    """
+
+    model_config = ConfigDict(frozen=True)
 
     role: Role
     parts: list[Part] = Field(default_factory=list)

@@ -77,32 +77,27 @@ def envelope_text(part: ToolResultPart) -> str:
     return json.dumps(part.envelope, separators=(",", ":"), ensure_ascii=False)
 
 
-def _signature(message: Message) -> tuple[Any, ...]:
-    return tuple(
-        (id(p), p.elided if isinstance(p, ToolResultPart) else False) for p in message.parts
-    )
-
-
 class WireCache(Generic[T]):
-    """Each message's wire form, built once; entries for messages no longer sent are dropped."""
+    """Each message's wire form, built once per message object (messages are frozen and replaced,
+    never changed in place); entries for messages no longer sent are dropped."""
 
     def __init__(self, build: Callable[[Message], T]) -> None:
         self._build = build
-        self._entries: dict[int, tuple[Message, tuple[Any, ...], T]] = {}
+        self._entries: dict[int, tuple[Message, T]] = {}
         self.builds = 0  # how many conversions ran (tests check the cache is used)
 
     def render(self, messages: Sequence[Message]) -> list[T]:
-        fresh: dict[int, tuple[Message, tuple[Any, ...], T]] = {}
+        fresh: dict[int, tuple[Message, T]] = {}
         out: list[T] = []
         for message in messages:
-            key, sig = id(message), _signature(message)
+            key = id(message)
             hit = self._entries.get(key)
-            if hit is not None and hit[0] is message and hit[1] == sig:
-                value = hit[2]
+            if hit is not None and hit[0] is message:
+                value = hit[1]
             else:
                 value = self._build(message)
                 self.builds += 1
-            fresh[key] = (message, sig, value)
+            fresh[key] = (message, value)
             out.append(value)
         self._entries = fresh
         return out
