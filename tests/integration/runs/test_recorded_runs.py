@@ -168,10 +168,17 @@ def test_secrets_are_found_nowhere(db_url: str, tmp_path: Path) -> None:
               text(json.dumps({"status": "success", "summary": f"done {OPENAI_KEY}"}))]
     with ScriptedModelServer(script) as server:
         env = studio_env(db_url, tmp_path, server.url)
+        env["STUDIO_LOG_LEVEL"] = "INFO"  # the structured logs are searched too
         proc = studio(env, "run", "--workspace", str(workspace), "--provider", "codex",
                       "--model", "gpt-5.1", "--json", f"use {GITHUB_TOKEN}")
     assert proc.returncode == 0, proc.stderr
     execution_id = last_json(proc.stdout)["execution_id"]
+    logged = [json.loads(line) for line in proc.stderr.splitlines() if line.startswith("{")]
+    tool_lines = [line for line in logged if line["logger"] == "studio.tool_calls"]
+    assert [line["tool_name"] for line in tool_lines] == ["workspace_write_file", "command_run"]
+    assert {"provider", "operation", "call_id", "request_id", "correlation_id", "cycle",
+            "execution_id"} <= set(tool_lines[0])
+    assert tool_lines[0]["provider"] == "codex" and tool_lines[1]["cycle"] == 1
     shown = studio(env, "executions", "show", execution_id, "--json")
     haystacks = {"stderr": proc.stderr, "shown": shown.stdout,
                  "journal": json.dumps(_events(_database(db_url), execution_id))}

@@ -44,7 +44,7 @@ from services.execution.ports import (
     RunControl,
     SelfDrivingEngine,
 )
-from services.execution.sinks import FanOutSink
+from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
@@ -158,7 +158,8 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             hub.register(registry)
         deps = AgentDeps(
             dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
-            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in sinks)]),
+            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
+                *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])]),
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
         )

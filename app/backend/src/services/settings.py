@@ -41,6 +41,7 @@ class StudioSettings(BaseSettings):
     github_api_url: str = "https://api.github.com"
     mcp_config: Path | None = None
     workspace_dir: Path | None = None
+    log_level: str = "WARNING"  # STUDIO_LOG_LEVEL: INFO adds one line per tool call
     git_author_name: str = "Studio Agent"
     git_author_email: str = "studio-agent@localhost"
     # Alembic scripts; by default the top-level ``migrations/`` of the source checkout.

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sys
 
 import typer
+from pydantic import ValidationError
 
 # typer 0.29 ships its own copy of click; its exceptions are the ones raised here.
 from typer._click import exceptions as click_errors
@@ -19,6 +20,8 @@ from services.cli.execute import execute_command
 from services.cli.providers import providers_command
 from services.cli.tokens import app as tokens_app
 from services.cli.worker import worker_command
+from services.logs import configure_logging
+from services.settings import get_settings
 
 app = typer.Typer(
     name="studio",
@@ -45,6 +48,11 @@ app.command("worker")(worker_command)
 def main(argv: list[str] | None = None) -> None:
     """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout."""
     args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        configure_logging(get_settings().log_level)
+    except ValidationError as exc:  # a STUDIO_* variable with a value that cannot be
+        print(f"studio: invalid configuration: {exc}", file=sys.stderr)
+        sys.exit(2)
     try:
         code = app(args=args, prog_name="studio", standalone_mode=False)
     except typer.Exit as exc:
