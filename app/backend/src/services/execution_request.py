@@ -69,8 +69,9 @@ class ExecutionRequest:
                    model=row.model, base_branch=row.base_branch, **known)
 
 
-def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor) -> str:
-    """Record a queued execution for ``request``; answers its id."""
+def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
+                     flowchart_run_id: str | None = None, node_id: str | None = None) -> str:
+    """Record a queued execution for ``request`` (a flowchart node's when linked); its id."""
     validate_repo_url(request.repo_url, from_api=not request.allow_local)
     snapshot = SettingsRepository(db).snapshot({**request.node_config,
                                                 **request.limit_overrides})
@@ -79,6 +80,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
         model=request.model or DEFAULT_MODELS.get(request.provider, ""),
         prompt=request.prompt, repo_url=request.repo_url, base_branch=request.base_branch,
         limits=snapshot["limits"], settings_snapshot=snapshot,
+        flowchart_run_id=flowchart_run_id, node_id=node_id,
     )
     with db.session() as session:
         session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)

@@ -19,13 +19,16 @@ from services.composition import command_sandbox
 from services.db.executions import ExecutionRepository
 from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
+from services.db.redaction import Redactor
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
+from services.durable import execute_execution
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
+from services.execution_request import ExecutionRequest, create_execution
 from services.executions import ExecutionService, RunRequest
 from services.flowchart_templates import render_template
 from services.flowcharts import AgentConfig, CommandConfig, NodeSpec, NodeState
@@ -68,26 +71,43 @@ class NodeRunner:
 
     # -- agent ------------------------------------------------------------------------------
 
-    def agent_request(self, job: NodeJob) -> RunRequest:
-        """The run request of an agent node; raises ``TemplateRenderError`` on a bad prompt."""
+    def agent_request(self, job: NodeJob) -> RunRequest | ExecutionRequest:
+        """The request of an agent node (a repository one when the node names a ``repo_url``);
+        raises ``TemplateRenderError`` on a bad prompt."""
         config = AgentConfig.model_validate(job.node.config)
         node_config = ({NODE_CUTOVER_OVERRIDE: config.cutover_override}
                        if config.cutover_override is not None else {})
+        prompt = render_template(job.node.id, config.prompt, job.context)
+        if config.repo_url is not None:
+            return ExecutionRequest(
+                provider=config.provider, prompt=prompt, repo_url=config.repo_url,
+                model=config.model, base_branch=config.base_branch,
+                pull_request=config.pull_request, script=config.replay_script,
+                github_repo=config.github_repo, limit_overrides=dict(config.limits),
+                node_config=node_config,
+            )
         return RunRequest(
-            provider=config.provider,
-            prompt=render_template(job.node.id, config.prompt, job.context),
+            provider=config.provider, prompt=prompt,
             workspace=self.workspace(job, config.workspace), model=config.model,
             script=config.replay_script, limit_overrides=dict(config.limits),
             node_config=node_config,
         )
 
-    def create_agent_execution(self, job: NodeJob, request: RunRequest) -> str:
+    def create_agent_execution(self, job: NodeJob,
+                               request: RunRequest | ExecutionRequest) -> str:
+        if isinstance(request, ExecutionRequest):
+            return create_execution(self.db, request, Redactor.from_settings(self.settings),
+                                    flowchart_run_id=job.run_id, node_id=job.node_row_id)
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 
-    def run_agent(self, job: NodeJob, execution_id: str, request: RunRequest) -> NodeOutcome:
+    def run_agent(self, job: NodeJob, execution_id: str,
+                  request: RunRequest | ExecutionRequest) -> NodeOutcome:
         try:
-            ExecutionService(self.db, self.settings).execute(execution_id, request)
+            if isinstance(request, ExecutionRequest):  # lease, clone, loop, push, PR
+                execute_execution(execution_id, settings=self.settings, db=self.db)
+            else:
+                ExecutionService(self.db, self.settings).execute(execution_id, request)
         except ExecutionError as exc:  # recorded on the execution by the service already
             return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
                                error_message=f"node {job.node.id!r}: {exc.message}")

@@ -16,6 +16,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from services.flowchart_templates import template_syntax_errors
+from services.repo_urls import RepositoryUrlRejected, validate_repo_url
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$"
 NODE_TYPES = ("start", "agent", "command", "decision", "end")
@@ -93,9 +94,26 @@ class AgentConfig(_Config):
     model: str | None = None
     replay_script: dict[str, Any] | None = None
     workspace: str | None = None
+    # a repository instead of a workspace: the node clones it, works on its own branch and ends
+    # in push and pull request, through the durable path (lease, resume, exactly-once push)
+    repo_url: str | None = None
+    base_branch: str | None = None
+    pull_request: bool = True
+    github_repo: str | None = None
     limits: dict[str, Any] = Field(default_factory=dict)
     continue_on_failure: bool = False
     cutover_override: bool | None = Field(default=None, alias="__agent_runtime_cutover_enabled")
+
+    @model_validator(mode="after")
+    def _repository(self) -> AgentConfig:
+        if self.repo_url is not None:
+            if self.workspace is not None:
+                raise ValueError("give a workspace or a repo_url, not both")
+            try:
+                validate_repo_url(self.repo_url, from_api=True)
+            except RepositoryUrlRejected as exc:
+                raise ValueError(exc.message) from None
+        return self
 
     def templates(self) -> list[str]:
         return [self.prompt]
