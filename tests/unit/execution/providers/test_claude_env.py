@@ -81,3 +81,16 @@ def test_an_interpreter_path_with_spaces_is_refused(tmp_path: Path) -> None:
 
 def test_the_bundled_cli_is_where_the_sdk_ships_it() -> None:
     assert bundled_cli_path().name == "claude" and bundled_cli_path().is_file()
+
+
+def test_claude_tool_names_stay_valid_and_map_back() -> None:
+    import re
+
+    from services.execution.providers.claude_tools import allowed_tool_name, local_tool_name
+
+    assert allowed_tool_name("workspace_read_file") == "mcp__studio__workspace_read_file"
+    assert allowed_tool_name("mcp__docs__search") == "mcp__studio__docs__search"
+    long_name = "mcp__" + "s" * 20 + "__" + "t" * 37  # 64 characters: valid for the others
+    shortened = allowed_tool_name(long_name)
+    assert len(shortened) <= 64 and re.fullmatch(r"[a-zA-Z0-9_-]{1,64}", shortened)
+    assert local_tool_name(long_name) != local_tool_name(long_name[:-1] + "u")

@@ -13,6 +13,7 @@ has ended, asks the engine to interrupt the CLI, and answers the model with a sh
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Callable
 from typing import Any
@@ -45,9 +46,27 @@ _TOOL_META: dict[str, Any] = {
 }
 
 
+MAX_TOOL_NAME = 64
+_PREFIX = f"mcp__{SERVER_NAME}__"
+
+
+def local_tool_name(tool_name: str) -> str:
+    """The name a tool has inside the ``studio`` server.
+
+    An MCP tool (``mcp__<server>__<tool>``) drops its ``mcp__`` (Claude Code adds its own); a
+    name that would still make Claude Code's full name longer than 64 characters is shortened
+    with a digest, so that every name the model sees is valid for the API.
+    """
+    local = tool_name.removeprefix("mcp__")
+    if len(_PREFIX) + len(local) > MAX_TOOL_NAME:
+        digest = hashlib.sha256(local.encode()).hexdigest()[:8]
+        local = f"{local[:MAX_TOOL_NAME - len(_PREFIX) - 9]}_{digest}"
+    return local
+
+
 def allowed_tool_name(tool_name: str) -> str:
     """How Claude Code names one of our tools (``mcp__studio__workspace_read_file``)."""
-    return f"mcp__{SERVER_NAME}__{tool_name}"
+    return _PREFIX + local_tool_name(tool_name)
 
 
 class GatewayBridge:
@@ -87,10 +106,11 @@ def _text_result(text: str, *, is_error: bool) -> CallToolResult:
 
 def build_server(tools: list[ToolSchema], bridge: GatewayBridge) -> McpSdkServerConfig:
     """The ``studio`` MCP server exposing ``tools`` (Anthropic schema profile)."""
+    neutral = {local_tool_name(schema.name): schema.name for schema in tools}
     listing = ListToolsResult(
         tools=[
             Tool(
-                name=schema.name,
+                name=local_tool_name(schema.name),
                 description=schema.description,
                 input_schema=anthropic(schema.parameters),
                 _meta=dict(_TOOL_META),
@@ -110,7 +130,8 @@ def build_server(tools: list[ToolSchema], bridge: GatewayBridge) -> McpSdkServer
         meta: dict[str, Any] = dict(params.meta or {})
         call_id = meta.get(TOOL_USE_ID_META)
         return await bridge.call(
-            call_id if isinstance(call_id, str) else None, params.name, dict(params.arguments or {})
+            call_id if isinstance(call_id, str) else None,
+            neutral.get(params.name, params.name), dict(params.arguments or {}),
         )
 
     server: Server[Any] = Server(
