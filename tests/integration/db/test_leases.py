@@ -98,3 +98,25 @@ def test_checkpoints_are_stored_with_the_envelope_and_fenced(db: Database,
     with pytest.raises(StaleLease):
         store.put(execution_id, "4", {**envelope, "call_id": "4"})
     assert store.get(execution_id, "4") is None
+
+
+def test_the_reaper_gives_up_on_an_execution_that_keeps_dying(db: Database) -> None:
+    from services.db.runtime_settings import SettingsRepository
+    from services.reaper import reap_expired
+
+    SettingsRepository(db).set("max_attempts", 3)
+    store = LeaseStore(db)
+    dying, fresh = new_execution(db), new_execution(db)
+    for attempt in range(3):  # three processes took it and died (the lease lapsed each time)
+        assert store.claim(dying, f"worker-{attempt}", 0.0) == attempt + 1
+    assert store.claim(fresh, "worker-a", 0.0) == 1
+    time.sleep(0.01)
+    dispatched: list[str] = []
+    assert reap_expired(db, dispatched.append) == [fresh]
+    assert dispatched == [fresh]
+    row = ExecutionRepository(db).get(dying)
+    assert row is not None and row.status == "failed" and row.error_code == "substrate_error"
+    assert "3 attempts" in (row.error_message or "")
+    events = ExecutionRepository(db).events(dying)
+    assert [e.kind for e in events][-1] == "finished"  # a live stream of it ends
+    assert store.claim(dying, "worker-late", 60.0) is None  # and nobody runs it again

@@ -14,11 +14,18 @@ no longer live (final, or unknown), through :func:`services.workspaces.reap_orph
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from services.db.base import utcnow
+from services.db.executions import ExecutionRepository
+from services.db.journal import DbEventSink
+from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.execution.errors import ErrorCode
+from services.execution.ports import AgentEvent, AgentEventKind
 from services.leases import LeaseStore
 from services.settings import StudioSettings
 from services.workspaces import reap_orphans, workspace_root
@@ -29,12 +36,40 @@ Dispatch = Callable[[str], Any]
 
 
 def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
-    """Dispatch every execution whose lease expired; answers their ids."""
-    expired = LeaseStore(db).expired(limit=limit)
-    for execution_id in expired:
+    """Dispatch every execution whose lease expired; answers their ids.
+
+    An execution that already had ``max_attempts`` attempts (its lease epoch) is not dispatched
+    again: it crashed its process every time, so it is failed (and its stream ended) instead.
+    """
+    store = LeaseStore(db)
+    max_attempts = int(SettingsRepository(db).get("max_attempts"))
+    dispatched = []
+    for execution_id in store.expired(limit=limit):
+        row = ExecutionRepository(db).get(execution_id)
+        if row is not None and row.lease_epoch >= max_attempts:
+            give_up(db, execution_id, row.lease_epoch)
+            continue
         log.info("reaper: the lease of %s expired; dispatching it again", execution_id)
         dispatch(execution_id)
-    return expired
+        dispatched.append(execution_id)
+    return dispatched
+
+
+def give_up(db: Database, execution_id: str, attempts: int) -> None:
+    """Fail an execution that keeps dying: take its lease (fencing any survivor), finish it."""
+    store = LeaseStore(db)
+    epoch = store.claim(execution_id, f"reaper-{uuid.uuid4().hex[:8]}", 60.0)
+    if epoch is None:  # someone else claimed it meanwhile: theirs to finish
+        return
+    message = f"gave up after {attempts} attempts: each one lost its process"
+    log.warning("reaper: execution %s %s", execution_id, message)
+    DbEventSink(db, lease_epoch=epoch).emit(AgentEvent(
+        AgentEventKind.FINISHED, execution_id, 0,
+        {"execution_id": execution_id, "outcome": "error", "status": "failed",
+         "error": {"code": ErrorCode.SUBSTRATE_ERROR.value, "message": message}}))
+    store.guarded_update(execution_id, epoch, {
+        "status": "failed", "outcome": "error", "error_code": ErrorCode.SUBSTRATE_ERROR.value,
+        "error_message": message, "finished_at": utcnow(), "lease_owner": None})
 
 
 def reap_workspaces(db: Database, settings: StudioSettings,

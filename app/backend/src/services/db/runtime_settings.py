@@ -44,6 +44,8 @@ _SPECS = (
     SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s)."),
     SettingSpec("reaper_interval_s", float, 30.0,
                 "How often the reaper looks for executions whose lease expired (s)."),
+    SettingSpec("max_attempts", int, 5,
+                "Attempts (lease claims) an execution gets before the reaper gives up on it."),
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",
