@@ -60,3 +60,24 @@ def test_missing_base_branch_fails_and_the_journal_ends(tmp_path: Path) -> None:
         assert [kind for kind, _ in events] == ["finished"]
         assert events[0][1]["error"]["code"] == "git_error"
         assert world.host.pushes == []
+
+
+def test_a_transient_github_failure_is_retried_without_a_second_push_or_pr(
+        tmp_path: Path) -> None:
+    with repo_world(tmp_path) as world:
+        # the first finalization dies on GitHub's 502 after the push; the retry finds the
+        # branch already pushed and opens the one pull request
+        world.api.fail_next.extend([502])
+        outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"})
+        assert outcome.status == "succeeded", row.error_message
+        assert len(world.host.pushes_of(row.branch)) == 1
+        assert world.api.posts == 1 and row.pr_url is not None
+
+
+def test_a_lasting_github_failure_fails_the_execution_after_the_retries(
+        tmp_path: Path) -> None:
+    with repo_world(tmp_path) as world:
+        world.api.fail_next.extend([502] * 10)
+        outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"})
+        assert outcome.status == "failed" and row.error_code == "integration_unavailable"
+        assert len(world.host.pushes_of(row.branch)) == 1 and world.api.posts == 0

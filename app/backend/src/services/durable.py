@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -80,6 +81,9 @@ from services.workspaces import (
 )
 
 log = logging.getLogger(__name__)
+
+FINALIZE_ATTEMPTS = 3
+FINALIZE_BACKOFF_S = 1.0
 
 # Called with the execution id when ``studio executions cancel`` asks a run to stop: substrates
 # (a local child process, a Kubernetes Job) register here to stop what they launched.
@@ -212,8 +216,24 @@ class DurableRun:
         finalized = None
         if run.succeeded:
             self.lease.update(status="finalizing")
-            finalized = self._finalize(ws, ctx, run, request)
+            finalized = self._finalize_with_retries(ws, ctx, run, request)
         return self._end(run, finalized, ws.branch)
+
+    def _finalize_with_retries(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
+                               request: ExecutionRequest) -> Finalized:
+        """Finalization is keyed (no second push, no second PR), so a transient failure (GitHub
+        or the git host unavailable) is simply tried again, a few times, with backoff."""
+        for attempt in range(1, FINALIZE_ATTEMPTS + 1):
+            try:
+                return self._finalize(ws, ctx, run, request)
+            except StudioError as error:
+                if not error.retryable or attempt == FINALIZE_ATTEMPTS:
+                    raise
+                delay = FINALIZE_BACKOFF_S * 2 ** (attempt - 1)
+                log.warning("execution %s: finalization attempt %d failed (%s); again in %.0fs",
+                            self.id, attempt, self.redactor.text(error.message), delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
 
     # -- workspace ----------------------------------------------------------------------------
     def _workspace(self, row: NodeExecution, request: ExecutionRequest,
