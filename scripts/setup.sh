@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up a development environment from scratch: .venv/ with studio installed (dev extra included),
-# and bubblewrap for the command sandbox where the system package manager allows it.
+# and bubblewrap for the command sandbox where the system package manager allows it
+# (--with-browser: also Chromium for the browser test).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,8 +15,11 @@ if ! command -v bwrap >/dev/null 2>&1; then
   fi
 fi
 
-# Headless Chromium and its driver for the run-viewer browser test (root only, like bubblewrap).
-if [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; then
+# Headless Chromium and its driver for the run-viewer browser test (root only, like bubblewrap);
+# only with --with-browser (the test setup), not for the demo.
+with_browser=0
+[ "${1:-}" = "--with-browser" ] && with_browser=1
+if [ "$with_browser" = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/chromedriver ]; }; then
   if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
     echo "setup: installing chromium and chromium-driver" >&2
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium \

@@ -2,7 +2,7 @@
 # Second README command: set up, then run every check and the whole test suite.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
+bash scripts/setup.sh --with-browser
 bash scripts/services.sh
 export PATH="$PWD/.venv/bin:$PATH"
 echo "== ruff" && ruff check .
