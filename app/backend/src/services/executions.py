@@ -81,10 +81,14 @@ def final_status(result: RunResult) -> str:
 
 
 def agent_limits(values: dict[str, Any]) -> AgentLimits:
+    """The loop's limits from recorded or runtime settings (older records lack newer keys)."""
+    defaults = AgentLimits()
     return AgentLimits(
         max_iterations=int(values["max_iterations"]),
         max_budget_usd=float(values["max_budget_usd"]),
         wall_clock_s=float(values["wall_clock_s"]), stall_s=float(values["stall_s"]),
+        context_token_budget=int(values.get("context_token_budget",
+                                            defaults.context_token_budget)),
     )
 
 

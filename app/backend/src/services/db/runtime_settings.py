@@ -39,6 +39,8 @@ _SPECS = (
                 "Spending cap per repository and UTC day (USD)."),
     SettingSpec("wall_clock_s", float, 3600.0, "Default wall-clock limit per execution (s)."),
     SettingSpec("stall_s", float, 600.0, "Default inactivity limit per execution (s)."),
+    SettingSpec("context_token_budget", int, 120_000,
+                "Conversation size (estimated tokens) above which old tool outputs are elided."),
     SettingSpec("lease_ttl_s", float, 60.0,
                 "How long an execution's lease lasts without a heartbeat (s)."),
     SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s)."),
@@ -49,7 +51,7 @@ _SPECS = (
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",
-              "stall_s")
+              "stall_s", "context_token_budget")
 
 
 class UnknownSetting(KeyError):
