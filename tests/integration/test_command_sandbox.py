@@ -11,8 +11,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import threading
-import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -24,7 +22,13 @@ from services.execution.ports import CommandSandbox
 from services.execution.sandbox import NoSandbox, select_sandbox
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
-from tests.unit.execution.command_helpers import command_context, marker_pids, run_command
+from tests.unit.execution.command_helpers import (
+    command_context,
+    gone,
+    run_command,
+    sleep_marker,
+    watching_pids,
+)
 
 pytestmark = pytest.mark.sandbox
 
@@ -184,30 +188,14 @@ def test_python_and_pytest_run_inside(bwrap_ctx: ToolDomainContext, workspace: P
 
 @pytest.mark.parametrize("detach", ["", "setsid "])
 def test_timeout_kills_the_whole_tree(bwrap_ctx: ToolDomainContext, detach: str) -> None:
-    marker = f"{uuid.uuid4().int % 9000 + 1000}.{uuid.uuid4().int % 10**8:08d}"
-    seen: set[int] = set()
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            seen.update(marker_pids(marker))
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
+    marker = sleep_marker()
+    with watching_pids(marker) as seen:
         script = f"{detach}sleep {marker} >/dev/null 2>&1 & sleep {marker}"
         result = _result(run_command(bwrap_ctx, command=script, timeout_s=1.5), "bwrap")
-    finally:
-        done.set()
-        watcher.join()
     assert result["timed_out"] is True and result["exit_code"] is None
     assert len(seen) >= 2, "the watcher never saw the sleeping processes"
-    for _ in range(200):  # the PID namespace is torn down asynchronously
-        if not marker_pids(marker):
-            break
-        time.sleep(0.05)
-    assert not marker_pids(marker), "processes of the timed-out command survived"
+    # the PID namespace is torn down asynchronously
+    assert gone(marker), "processes of the timed-out command survived"
 
 
 RSS_PROBE = """

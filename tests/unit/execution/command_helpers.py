@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import os
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -46,3 +51,37 @@ def marker_pids(marker: str) -> set[int]:
         except OSError:
             continue
     return found
+
+
+def sleep_marker() -> str:
+    """A unique number to sleep for: it finds the command's processes in ``/proc``."""
+    return f"{uuid.uuid4().int % 9000 + 1000}.{uuid.uuid4().int % 10**8:08d}"
+
+
+@contextmanager
+def watching_pids(marker: str) -> Iterator[set[int]]:
+    """While the block runs, collect the host pids whose command line holds ``marker``."""
+    seen: set[int] = set()
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            seen.update(marker_pids(marker))
+            time.sleep(0.02)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        yield seen
+    finally:
+        done.set()
+        watcher.join()
+
+
+def gone(marker: str) -> bool:
+    """Whether every process holding ``marker`` is gone (reaping may take a moment)."""
+    for _ in range(200):
+        if not marker_pids(marker):
+            return True
+        time.sleep(0.05)
+    return not marker_pids(marker)

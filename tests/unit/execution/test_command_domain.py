@@ -6,8 +6,6 @@ themselves are tested in tests/integration/test_command_sandbox.py.
 
 from __future__ import annotations
 
-import threading
-import time
 import uuid
 from pathlib import Path
 
@@ -18,7 +16,13 @@ from services.execution.sandbox import NoSandbox, UnavailableSandbox, select_san
 from services.execution.tool_domains import command
 from services.execution.tool_domains.command_process import HeadTail
 from services.execution.tool_domains.context import ToolDomainContext
-from tests.unit.execution.command_helpers import command_context, marker_pids, run_command
+from tests.unit.execution.command_helpers import (
+    command_context,
+    gone,
+    run_command,
+    sleep_marker,
+    watching_pids,
+)
 
 
 @pytest.fixture
@@ -136,36 +140,14 @@ def test_cwd_inside_the_workspace(ctx: ToolDomainContext, workspace: Path) -> No
 
 
 def test_timeout_is_a_result_and_kills_the_group(ctx: ToolDomainContext) -> None:
-    marker = f"{uuid.uuid4().int % 9000 + 1000}.{uuid.uuid4().int % 10**8:08d}"
-    seen: set[int] = set()
-    done = threading.Event()
-
-    def watch() -> None:
-        while not done.is_set():
-            seen.update(marker_pids(marker))
-            time.sleep(0.02)
-
-    watcher = threading.Thread(target=watch)
-    watcher.start()
-    try:
-        script = f"sleep {marker} & sleep {marker}"
-        envelope = run_command(ctx, command=script, timeout_s=1)
-    finally:
-        done.set()
-        watcher.join()
+    marker = sleep_marker()
+    with watching_pids(marker) as seen:
+        envelope = run_command(ctx, command=f"sleep {marker} & sleep {marker}", timeout_s=1)
     assert envelope["ok"] is True
     result = envelope["result"]
     assert result["timed_out"] is True and result["exit_code"] is None
     assert seen, "the watcher never saw the command's processes"
-    assert _gone(marker)
-
-
-def _gone(marker: str) -> bool:
-    for _ in range(200):  # killed processes may take a moment to be reaped by init
-        if not marker_pids(marker):
-            return True
-        time.sleep(0.05)
-    return False
+    assert gone(marker)
 
 
 def test_timeout_is_capped_by_the_context(workspace: Path) -> None:
