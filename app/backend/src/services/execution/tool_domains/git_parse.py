@@ -14,24 +14,38 @@ def _decode(raw: bytes) -> str:
     return raw.decode("utf-8", "replace")
 
 
+class _Records:
+    """The NUL-separated records of a ``-z`` output, read front to back; some records (renames)
+    take the next one or two with them."""
+
+    def __init__(self, raw: bytes) -> None:
+        self._items = _decode(raw).split("\0")
+        self._next = 0
+
+    def left(self) -> int:
+        return len(self._items) - self._next
+
+    def take(self) -> str:
+        item = self._items[self._next]
+        self._next += 1
+        return item
+
+
 def parse_status(raw: bytes) -> dict[str, Any]:
     """``status --porcelain=v2 -z --branch`` as ``{branch, upstream, ahead, behind, entries}``."""
     result: dict[str, Any] = {"branch": None, "detached": False, "head": None, "upstream": None,
                               "ahead": 0, "behind": 0, "entries": []}
-    records = _decode(raw).split("\0")
-    index = 0
-    while index < len(records):
-        record = records[index]
-        index += 1
+    records = _Records(raw)
+    while records.left():
+        record = records.take()
         if not record:
             continue
         if record.startswith("# "):
             _branch_header(record[2:], result)
             continue
         entry, takes_next = _status_entry(record)
-        if takes_next and index < len(records):
-            entry["orig_path"] = records[index]
-            index += 1
+        if takes_next and records.left():
+            entry["orig_path"] = records.take()
         result["entries"].append(entry)
     return result
 
@@ -69,18 +83,16 @@ def _status_entry(record: str) -> tuple[dict[str, Any], bool]:
 def parse_numstat(raw: bytes) -> dict[str, dict[str, Any]]:
     """``--numstat -z``: ``{path: {additions, deletions, binary}}`` keyed by the new path."""
     out: dict[str, dict[str, Any]] = {}
-    records = _decode(raw).split("\0")
-    index = 0
-    while index < len(records):
-        record = records[index]
-        index += 1
+    records = _Records(raw)
+    while records.left():
+        record = records.take()
         if not record:
             continue
         added, _, rest = record.partition("\t")
         deleted, _, path = rest.partition("\t")
-        if not path and index + 1 < len(records):  # a rename: empty path, then old and new
-            path = records[index + 1]
-            index += 2
+        if not path and records.left() >= 2:  # a rename: empty path, then old and new
+            records.take()
+            path = records.take()
         binary = added == "-"
         out[path] = {"additions": 0 if binary else int(added),
                      "deletions": 0 if binary else int(deleted), "binary": binary}
@@ -90,20 +102,16 @@ def parse_numstat(raw: bytes) -> dict[str, dict[str, Any]]:
 def parse_name_status(raw: bytes) -> list[dict[str, Any]]:
     """``--name-status -z``: ``[{path, status, old_path?}]``."""
     out: list[dict[str, Any]] = []
-    records = _decode(raw).split("\0")
-    index = 0
-    while index < len(records):
-        code = records[index]
-        index += 1
+    records = _Records(raw)
+    while records.left():
+        code = records.take()
         if not code:
             continue
         letter = code[0]
-        if letter in ("R", "C") and index + 1 < len(records):
-            entry = {"old_path": records[index], "path": records[index + 1]}
-            index += 2
+        if letter in ("R", "C") and records.left() >= 2:
+            entry = {"old_path": records.take(), "path": records.take()}
         else:
-            entry = {"path": records[index] if index < len(records) else ""}
-            index += 1
+            entry = {"path": records.take() if records.left() else ""}
         entry["status"] = _STATUS_NAMES.get(letter, "unknown")
         out.append(entry)
     return out
