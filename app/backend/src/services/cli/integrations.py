@@ -71,6 +71,9 @@ def show() -> None:
     db = open_db()
     try:
         described = IntegrationRepository(db, get_settings()).describe()
+    except ConfigError as exc:  # e.g. a malformed STUDIO_GITHUB_GIT_ORIGINS
+        typer.echo(f"studio: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
     finally:
         db.dispose()
     typer.echo(json.dumps(described, separators=(",", ":")))
