@@ -19,12 +19,15 @@ from typing import Any
 
 import pytest
 
+from services.db.redaction import Redactor
+from services.durable import execute_execution
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode
 from services.execution.messages import ToolCall
 from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution_request import ExecutionRequest, create_execution
 from services.git_origins import GitOrigins, IntegrationGitAuth
 from services.repo_hosts import HostPolicy
 from services.settings import StudioSettings
@@ -161,3 +164,32 @@ def test_the_git_domain_rechecks_the_host_right_before_it_connects(
     assert {r["error"]["code"] for r in results[2:]} == {ErrorCode.HOST_NOT_ALLOWED.value}
     assert len(hosts.other.requests) == seen
     assert_never_credentialed(hosts.other)
+
+
+def test_an_internal_host_is_refused_when_the_run_is_asked_for(hosts: TwoHosts,
+                                                               tmp_path: Path) -> None:
+    env = hosts.world.env(tmp_path / "ws")
+    done = studio(env, "run", "--repo", "https://169.254.169.254/latest/meta-data.git",
+                  "--no-pr", "--script", str(_script(tmp_path / "s.json")), "Fix add")
+    assert done.returncode == 2 and "host_not_allowed" in done.stderr, done.stderr
+
+
+def test_the_worker_decides_again_before_any_network_access(hosts: TwoHosts,
+                                                            tmp_path: Path) -> None:
+    """Recorded while the host was the integration's, run by a worker whose integration has
+    another origin: the attempt fails ``integration_unavailable`` without contacting it."""
+    db = hosts.world.database()
+    try:
+        execution_id = create_execution(db, ExecutionRequest(
+            provider="replay", prompt="Fix add", repo_url=hosts.world.url,
+            script={"turns": [{"final": DONE}]}), Redactor([TOKEN]),
+            settings=hosts.world.settings())
+        worker = hosts.world.settings().model_copy(update={
+            "github_git_origins": ["https://github.com"], "workspace_dir": tmp_path / "ws"})
+        outcome = execute_execution(execution_id, settings=worker, db=db)
+    finally:
+        db.dispose()
+    assert outcome.status == "failed"
+    assert outcome.run is not None and outcome.run.error is not None
+    assert outcome.run.error["code"] == ErrorCode.INTEGRATION_UNAVAILABLE.value
+    assert hosts.world.host.requests == [] and hosts.world.api.requests == []
