@@ -11,6 +11,7 @@ anonymously, and its pushes (the agent's and the finalizer's) go without credent
 from __future__ import annotations
 
 import base64
+import ipaddress
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,6 +28,7 @@ from services.execution.messages import ToolCall
 from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution.tool_domains.git_runner import empty_home, run_git
 from services.execution_request import ExecutionRequest, create_execution
 from services.git_origins import GitOrigins, IntegrationGitAuth
 from services.repo_hosts import HostPolicy
@@ -139,10 +141,12 @@ def test_the_integrations_own_origin_still_gets_the_token(hosts: TwoHosts,
 
 def test_the_git_domain_rechecks_the_host_right_before_it_connects(
         hosts: TwoHosts, tmp_path: Path) -> None:
-    """A name that resolved to a public address when the workspace was made and to the metadata
-    address at push time: the push is refused (``host_not_allowed``) and never reaches git."""
-    answers = {"localhost": ["140.82.112.3"]}
-    policy = HostPolicy(resolver=lambda host: answers.get(host, []))
+    """A name that resolved to an allowed address when the workspace was made and to the
+    metadata address at push time: the push is refused (``host_not_allowed``) and never
+    reaches git."""
+    answers = {"localhost": ["127.0.0.1"]}
+    policy = HostPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),),
+                        resolver=lambda host: answers.get(host, []))
     url = hosts.other.url(REPO).replace("127.0.0.1", "localhost")
     auth = IntegrationGitAuth(GitOrigins(frozenset(), "environment"), policy, TOKEN)
     settings = StudioSettings(workspace_dir=tmp_path / "ws", data_dir=tmp_path / "data")
@@ -193,3 +197,20 @@ def test_the_worker_decides_again_before_any_network_access(hosts: TwoHosts,
     assert outcome.run is not None and outcome.run.error is not None
     assert outcome.run.error["code"] == ErrorCode.INTEGRATION_UNAVAILABLE.value
     assert hosts.world.host.requests == [] and hosts.world.api.requests == []
+
+
+def test_git_connects_to_the_addresses_that_were_checked(hosts: TwoHosts) -> None:
+    """A name no resolver knows, checked as ``127.0.0.1``: git reaches the host only because it
+    is pinned to the checked address (``http.curloptResolve``)."""
+    policy = HostPolicy(allowed_networks=(ipaddress.ip_network("127.0.0.0/8"),),
+                        resolver=lambda host: ["127.0.0.1"] if host == "git.studio.invalid"
+                        else [])
+    url = hosts.other.url(REPO).replace("127.0.0.1", "git.studio.invalid")
+    auth = IntegrationGitAuth(GitOrigins(frozenset(), "environment"), policy, TOKEN)
+    found = run_git(empty_home(), ["ls-remote", "--end-of-options", url, "HEAD"],
+                    env_extra=auth.environment(url))
+    assert found.text.strip().endswith("HEAD")
+    unpinned = run_git(empty_home(), ["ls-remote", "--end-of-options", url, "HEAD"],
+                       check=False)
+    assert unpinned.returncode != 0
+    assert_never_credentialed(hosts.other)

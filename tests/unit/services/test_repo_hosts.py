@@ -56,7 +56,6 @@ REFUSED = [
     ("https://localhost/acme/widgets.git", "loopback"),
 ]
 ALLOWED = [
-    "https://github.com/acme/widgets.git",       # does not resolve here: nothing to reach
     "https://public.example/acme/widgets.git",
     "https://140.82.112.3/acme/widgets.git",
     "https://[2606:50c0:8000::153]/acme/widgets.git",
@@ -86,7 +85,7 @@ def test_internal_hosts_are_refused_at_validation_and_at_connection(url: str, ki
 
 
 @pytest.mark.parametrize("url", ALLOWED)
-def test_public_and_unresolvable_hosts_pass(url: str) -> None:
+def test_public_hosts_pass(url: str) -> None:
     api_policy().check(url)
     api_policy().check_connect(url)
 
@@ -127,12 +126,28 @@ def test_a_name_that_changes_its_answer_is_refused_at_connection_time() -> None:
     auth = repository_access(StudioSettings(), GitOrigins(frozenset(), "api_url"), None,
                              repo=validate_repo_url(url, from_api=True), pull_request=False,
                              allow_local=False, resolver=policy.resolver)
-    assert auth.environment(url) == {}
+    assert auth.environment(url) == {"GIT_CONFIG_COUNT": "1",
+                                     "GIT_CONFIG_KEY_0": "http.curloptResolve",
+                                     "GIT_CONFIG_VALUE_0": "rebind.example:443:140.82.112.3"}
     answers["rebind.example"] = ["169.254.169.254"]
     with pytest.raises(ToolFailure) as caught:
         auth.environment(url)
     assert caught.value.code is ErrorCode.HOST_NOT_ALLOWED
     assert caught.value.details["address"] == "169.254.169.254"
+
+
+def test_git_is_pinned_to_the_addresses_checked() -> None:
+    policy = HostPolicy(resolver=lambda host: {"dual.example": [
+        "140.82.112.3", "2606:50c0:8000::153", "140.82.112.3"]}.get(host, []))
+    assert policy.check_connect("https://dual.example/a/b.git") == \
+        "dual.example:443:140.82.112.3,[2606:50c0:8000::153]"
+    assert policy.check_connect("http://dual.example:8080/a/b.git") == \
+        "dual.example:8080:140.82.112.3,[2606:50c0:8000::153]"
+    assert policy.check_connect("https://140.82.112.3/a/b.git") is None  # nothing to resolve
+    with pytest.raises(ToolFailure) as caught:
+        policy.check_connect("https://nowhere.example/a/b.git")
+    assert caught.value.code is ErrorCode.GIT_ERROR
+    policy.check("https://nowhere.example/a/b.git")  # at creation: nothing to reach
 
 
 def test_local_paths_have_no_host_to_check(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ for a pull request on it is refused before any network access (``integration_una
 naming the origin and the setting). :class:`IntegrationGitAuth` is the ``ports.GitAuth`` every
 git network operation of an execution asks (the harness's clone, fetch and push, the mirror
 cache, the finalizer, a resumed execution's re-clone, the git domain's ``push``/``fetch``); it
-re-checks the host (:mod:`services.repo_hosts`) each time.
+re-checks the host (:mod:`services.repo_hosts`) each time and pins git to the addresses checked.
 """
 
 from __future__ import annotations
@@ -134,12 +134,30 @@ class IntegrationGitAuth:
     token: str | None = field(default=None, repr=False)
 
     def environment(self, remote_url: str) -> Mapping[str, str]:
-        self.hosts.check_connect(remote_url)
+        pin = self.hosts.check_connect(remote_url)
+        pairs = [("http.curloptResolve", pin)] if pin is not None else []
         origin = credential_origin(remote_url)
-        if self.token is None or origin is None or origin not in self.origins.origins:
-            return {}
-        # The header is scoped to the URL's origin as written: git matches ``http.<url>.*``
-        # against the URL it requests, which it does not rewrite (an IPv6 literal's spelling).
-        written = url_origin(remote_url)
-        assert written is not None  # an http(s) URL with a host, as credential_origin saw
-        return TokenGitAuth(self.token, written).environment(remote_url)
+        if self.token is not None and origin is not None and origin in self.origins.origins:
+            # The header is scoped to the URL's origin as written: git matches
+            # ``http.<url>.*`` against the URL it requests, which it does not rewrite.
+            written = url_origin(remote_url)
+            assert written is not None  # an http(s) URL with a host, as credential_origin saw
+            pairs = [*_pairs(TokenGitAuth(self.token, written).environment(remote_url)),
+                     *pairs]
+        return _config_env(pairs)
+
+
+def _pairs(env: Mapping[str, str]) -> list[tuple[str, str]]:
+    count = int(env.get("GIT_CONFIG_COUNT", "0"))
+    return [(env[f"GIT_CONFIG_KEY_{n}"], env[f"GIT_CONFIG_VALUE_{n}"]) for n in range(count)]
+
+
+def _config_env(pairs: list[tuple[str, str]]) -> dict[str, str]:
+    """``GIT_CONFIG_COUNT``/``KEY_n``/``VALUE_n`` for ``pairs`` (``{}`` for none)."""
+    if not pairs:
+        return {}
+    env = {"GIT_CONFIG_COUNT": str(len(pairs))}
+    for n, (key, value) in enumerate(pairs):
+        env[f"GIT_CONFIG_KEY_{n}"] = key
+        env[f"GIT_CONFIG_VALUE_{n}"] = value
+    return env

@@ -16,8 +16,10 @@ API (or a flowchart) needs the setting for ``127.0.0.1`` too.
 
 The check runs when the execution is created and again right before every git network
 operation (:mod:`services.git_origins` calls :meth:`HostPolicy.check_connect`), which resolves
-the name again. A name that does not resolve is let through: there is nothing to reach, and git
-fails on its own. A refusal is ``host_not_allowed``.
+the name again and pins git to the addresses it checked (``http.curloptResolve``), so the name
+cannot answer differently for git a moment later. A name that does not resolve is let through
+at creation (there is nothing to reach); at connection time it is ``git_error``, as git would
+say. A refusal is ``host_not_allowed``.
 """
 
 from __future__ import annotations
@@ -41,6 +43,17 @@ METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metada
                             "instance-data", "instance-data.ec2.internal"})
 _NUMERIC_V4 = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$")
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
+
+
+@dataclass(frozen=True)
+class _Verdict:
+    """What :meth:`HostPolicy._inspect` found: the host, the addresses checked (``resolved``:
+    they came from the resolver) and the refusal, if any."""
+
+    host: str | None = None
+    addresses: tuple[Address, ...] = ()
+    resolved: bool = False
+    refusal: tuple[str, dict[str, object]] | None = None
 
 
 class RepositoryHostRefused(ExecutionError):
@@ -146,23 +159,26 @@ class HostPolicy:
         return any(candidate in network for candidate in _embedded(address)
                    for network in self.allowed_networks if candidate.version == network.version)
 
-    def refusal(self, url: str) -> tuple[str, dict[str, object]] | None:
-        """Why ``url``'s host may not be reached (message and details), or ``None``."""
+    def _inspect(self, url: str) -> _Verdict:
         try:
             host = urlsplit(url).hostname
         except ValueError:
-            return None  # not a URL (a local path): nothing to reach
+            return _Verdict()  # not a URL (a local path): nothing to reach
         if not host or host in self.allowed_names:
-            return None
+            return _Verdict()
         if host.rstrip(".") in METADATA_NAMES:
-            return self._message(host, "metadata", None)
+            return _Verdict(host, refusal=self._message(host, "metadata", None))
         literal = literal_address(host)
         addresses = [literal] if literal is not None else self._resolved(host)
         for address in addresses:
             kind = internal_kind(address)
             if kind is not None and not self._allowed(address, kind):
-                return self._message(host, kind, address)
-        return None
+                return _Verdict(host, refusal=self._message(host, kind, address))
+        return _Verdict(host, tuple(addresses), resolved=literal is None)
+
+    def refusal(self, url: str) -> tuple[str, dict[str, object]] | None:
+        """Why ``url``'s host may not be reached (message and details), or ``None``."""
+        return self._inspect(url).refusal
 
     def _resolved(self, host: str) -> list[Address]:
         found: list[Address] = []
@@ -189,9 +205,23 @@ class HostPolicy:
         if found is not None:
             raise RepositoryHostRefused(found[0], details=found[1])
 
-    def check_connect(self, url: str) -> None:
-        """The same check right before a git network operation (resolving the name again);
-        a refusal is a ``ToolFailure`` the tool call (or the finalizer) reports."""
-        found = self.refusal(url)
-        if found is not None:
-            raise ToolFailure(ErrorCode.HOST_NOT_ALLOWED, found[0], details=found[1])
+    def check_connect(self, url: str) -> str | None:
+        """The same check right before a git network operation, resolving the name again; a
+        refusal is a ``ToolFailure`` the tool call (or the finalizer) reports. Returns the
+        ``host:port:addresses`` entry (libcurl's resolve format, git's ``http.curloptResolve``)
+        that pins git to the addresses just checked, so a name cannot answer differently
+        between the check and git's own lookup; ``None`` for a literal address, an allowed
+        name or a local path."""
+        verdict = self._inspect(url)
+        if verdict.refusal is not None:
+            raise ToolFailure(ErrorCode.HOST_NOT_ALLOWED, verdict.refusal[0],
+                              details=verdict.refusal[1])
+        if verdict.host is None or not verdict.resolved:
+            return None
+        if not verdict.addresses:
+            raise ToolFailure(ErrorCode.GIT_ERROR, f"the repository host {verdict.host} does "
+                              "not resolve", details={"host": verdict.host})
+        parts = urlsplit(url)
+        port = parts.port or (443 if parts.scheme.lower() == "https" else 80)
+        unique = dict.fromkeys(f"[{a}]" if a.version == 6 else str(a) for a in verdict.addresses)
+        return f"{verdict.host}:{port}:{','.join(unique)}"
