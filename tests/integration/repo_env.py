@@ -54,12 +54,17 @@ class RepoWorld:
                if not k.startswith(("STUDIO_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
         env.update(HOME=str(self.root / "home"), STUDIO_DATABASE_URL=self.db_url,
                    STUDIO_DATA_DIR=str(self.root / "data"), STUDIO_WORKSPACE_DIR=str(workspaces),
-                   STUDIO_GITHUB_TOKEN=TOKEN, STUDIO_GITHUB_API_URL=self.api.api_url, **extra)
+                   STUDIO_GITHUB_TOKEN=TOKEN, STUDIO_GITHUB_API_URL=self.api.api_url,
+                   # the git host is not the API's host: its origin is named explicitly
+                   STUDIO_GITHUB_GIT_ORIGINS=self.host.base_url,
+                   STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1", **extra)
         return env
 
     def settings(self) -> StudioSettings:
         return StudioSettings(database_url=SecretStr(self.db_url), data_dir=self.root / "data",
-                              github_token=SecretStr(TOKEN), github_api_url=self.api.api_url)
+                              github_token=SecretStr(TOKEN), github_api_url=self.api.api_url,
+                              github_git_origins=[self.host.base_url],
+                              repo_allowed_hosts=["127.0.0.1"])
 
     def database(self) -> Database:
         return open_database(self.settings())

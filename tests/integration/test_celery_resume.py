@@ -60,13 +60,16 @@ SCRIPT: dict[str, Any] = {"turns": [
 RUNTIME_SETTINGS = {"lease_ttl_s": "4", "heartbeat_s": "1", "reaper_interval_s": "1"}
 
 
-def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str) -> dict[str, str]:
+def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str,
+         git_origin: str) -> dict[str, str]:
     """The environment of one 'machine': shared services, its own directories."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("STUDIO_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
     env.update(STUDIO_DATABASE_URL=db_url, STUDIO_BROKER_URL=broker.url,
                STUDIO_WORKER_QUEUE=broker.queue, STUDIO_GITHUB_TOKEN=TOKEN,
-               STUDIO_GITHUB_API_URL=api_url, STUDIO_DATA_DIR=str(tmp_path / name / "data"),
+               STUDIO_GITHUB_API_URL=api_url, STUDIO_GITHUB_GIT_ORIGINS=git_origin,
+               STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1",
+               STUDIO_DATA_DIR=str(tmp_path / name / "data"),
                STUDIO_WORKSPACE_DIR=str(tmp_path / name / "workspaces"),
                HOME=str(tmp_path / name), STUDIO_GIT_AUTHOR_NAME="Celery Agent",
                STUDIO_GIT_AUTHOR_EMAIL="agent@studio.invalid")
@@ -79,6 +82,8 @@ def _settings(env: dict[str, str]) -> StudioSettings:
                           worker_queue=env["STUDIO_WORKER_QUEUE"],
                           github_token=SecretStr(TOKEN),
                           github_api_url=env["STUDIO_GITHUB_API_URL"],
+                          github_git_origins=[env["STUDIO_GITHUB_GIT_ORIGINS"]],
+                          repo_allowed_hosts=["127.0.0.1"],
                           data_dir=Path(env["STUDIO_DATA_DIR"]))
 
 
@@ -106,8 +111,10 @@ def test_a_killed_workers_execution_resumes_on_another_worker_with_one_push_and_
     with git_http_server(tmp_path / "git-host", TOKEN) as host, \
             github_api(host.root, TOKEN) as api:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
-        env_a = _env(tmp_path, "machine-a", db_url, redis_broker, api.api_url)
-        env_b = _env(tmp_path, "machine-b", db_url, redis_broker, api.api_url)
+        env_a = _env(tmp_path, "machine-a", db_url, redis_broker, api.api_url,
+                     host.base_url)
+        env_b = _env(tmp_path, "machine-b", db_url, redis_broker, api.api_url,
+                     host.base_url)
         for key, value in RUNTIME_SETTINGS.items():
             done = subprocess.run([*STUDIO, "settings", "set", key, value], env=env_a,
                                   capture_output=True, text=True, timeout=120, check=False)
@@ -125,7 +132,7 @@ def _run_kill_and_resume(db: Database, settings: StudioSettings, env_a: dict[str
                          workers: list[WorkerProcess]) -> None:
     execution_id = create_execution(db, ExecutionRequest(
         provider="replay", prompt="Add a greeting", repo_url=host.url(REPO), script=SCRIPT,
-        github_repo=REPO, slug="greeting"), Redactor())
+        github_repo=REPO, slug="greeting"), Redactor(), settings=settings)
     first = start_worker(env_a, tmp_path / "worker-a.log", "--concurrency", "1")
     workers.append(first)
     assert dispatch_execution(execution_id, settings) is None  # sent, not run here

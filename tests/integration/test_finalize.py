@@ -23,7 +23,8 @@ def _run(world: RepoWorld, tmp_path: Path, writes: dict[str, str],
     try:
         execution_id = create_execution(db, ExecutionRequest(
             provider="replay", prompt="Change things", repo_url=world.url,
-            script={"turns": [*turns, {"final": DONE}]}, **request), Redactor([TOKEN]))
+            script={"turns": [*turns, {"final": DONE}]}, **request), Redactor([TOKEN]),
+            settings=world.settings())
         settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
         outcome = execute_execution(execution_id, settings=settings, db=db)
         return outcome, ExecutionRepository(db).get(execution_id), [

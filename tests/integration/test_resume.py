@@ -92,7 +92,7 @@ def _start(world: RepoWorld, kill_after_push: bool) -> str:
         settings.set("heartbeat_s", 0.3)
         return create_execution(db, ExecutionRequest(
             provider="replay", prompt="Fix add", repo_url=world.url,
-            script=_script(kill_after_push)), Redactor([TOKEN]))
+            script=_script(kill_after_push)), Redactor([TOKEN]), settings=world.settings())
     finally:
         db.dispose()
 
@@ -162,7 +162,8 @@ def _assert_stale_process_is_fenced(world: RepoWorld, db: Any, execution_id: str
         stale.check()
     settings = world.settings().model_copy(update={"workspace_dir": root})
     ws = provision_workspace("stale-" + execution_id[:8], world.url, base_branch=None,
-                             token=TOKEN, settings=settings, slug="stale")
+                             git_auth=TokenGitAuth(TOKEN, world.host.base_url),
+                             settings=settings, slug="stale")
     (ws.path / "late.txt").write_text("late\n")
     ctx = ToolDomainContext(
         workspace_root=ws.path, execution_id=execution_id, request_id="r", correlation_id="c",

@@ -19,6 +19,7 @@ from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.git_credentials import TokenGitAuth
+from services.git_origins import IntegrationGitAuth
 from services.mirror_cache import MirrorCache
 from services.repo_urls import RepositoryUrlRejected, github_repo_from_url, validate_repo_url
 from services.settings import StudioSettings
@@ -36,6 +37,7 @@ from tests.integration.workspace_fixtures import (
     REPO,
     TOKEN,
     Remote,
+    git_auth_for,
     plain_git,
     remote,
     settings,
@@ -44,6 +46,10 @@ from tests.integration.workspace_fixtures import (
 from tests.support.git_http_server import git_http_server, redirecting_host, seed_bare_repo
 
 __all__ = ["remote", "settings"]  # fixtures
+
+
+def auth_of(remote: Remote, token: str = TOKEN) -> IntegrationGitAuth:
+    return git_auth_for(remote.host.base_url, token)
 
 REFUSED = [
     "ext::sh -c touch% /tmp/pwned",
@@ -152,7 +158,7 @@ def test_slugify(text: str, slug: str) -> None:
 def test_provision_with_token(remote: Remote, settings: StudioSettings, tmp_path: Path,
                               caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.DEBUG)
-    ws = provision_workspace("exec-42", remote.url, base_branch=None, token=TOKEN,
+    ws = provision_workspace("exec-42", remote.url, base_branch=None, git_auth=auth_of(remote),
                              settings=settings, slug="Fix the widget counter")
     assert ws.branch == "studio/exec-42-fix-the-widget-counter"
     assert ws.base_branch == "main"
@@ -184,27 +190,27 @@ def test_provision_with_token(remote: Remote, settings: StudioSettings, tmp_path
 
 def test_explicit_base_branch_and_remote_head(remote: Remote, settings: StudioSettings,
                                               tmp_path: Path) -> None:
-    ws = provision_workspace("exec-dev", remote.url, base_branch="develop", token=TOKEN,
-                             settings=settings, slug="x")
+    ws = provision_workspace("exec-dev", remote.url, base_branch="develop",
+                             git_auth=auth_of(remote), settings=settings, slug="x")
     assert ws.base_branch == "develop"
     assert ws.base_commit == plain_git(remote.bare, "rev-parse", "refs/heads/develop")
     seed_bare_repo(remote.host.root, "acme/trunky", {"a": "1\n"}, branch="trunk")
     other = provision_workspace("exec-trunk", remote.host.url("acme/trunky"), base_branch=None,
-                                token=TOKEN, settings=settings, slug="y")
+                                git_auth=auth_of(remote), settings=settings, slug="y")
     assert other.base_branch == "trunk"
     with pytest.raises(ExecutionError) as caught:
-        provision_workspace("exec-bad", remote.url, base_branch="--upload-pack=x", token=TOKEN,
-                            settings=settings, slug="z")
+        provision_workspace("exec-bad", remote.url, base_branch="--upload-pack=x",
+                            git_auth=auth_of(remote), settings=settings, slug="z")
     assert caught.value.code == ErrorCode.INVALID_ARGUMENTS
 
 
 def test_base_commit_pins_the_start(remote: Remote, settings: StudioSettings) -> None:
     first = plain_git(remote.bare, "rev-parse", "refs/heads/main")
-    ws = provision_workspace("exec-pin", remote.url, base_branch="main", token=TOKEN,
+    ws = provision_workspace("exec-pin", remote.url, base_branch="main", git_auth=auth_of(remote),
                              settings=settings, slug="pin", base_commit=first)
     assert ws.base_commit == first
     with pytest.raises(ToolFailure) as caught:
-        provision_workspace("exec-pin2", remote.url, base_branch="main", token=TOKEN,
+        provision_workspace("exec-pin2", remote.url, base_branch="main", git_auth=auth_of(remote),
                             settings=settings, slug="pin", base_commit="0" * 40)
     assert caught.value.code == ErrorCode.GIT_ERROR
     assert not (settings.workspace_dir / "exec-pin2").exists()  # type: ignore[operator]
@@ -214,7 +220,8 @@ def test_base_commit_pins_the_start(remote: Remote, settings: StudioSettings) ->
 def test_wrong_or_missing_token_is_auth_failed(remote: Remote, settings: StudioSettings,
                                                token: str | None) -> None:
     with pytest.raises(ToolFailure) as caught:
-        provision_workspace("exec-denied", remote.url, base_branch=None, token=token,
+        provision_workspace("exec-denied", remote.url, base_branch=None,
+                            git_auth=auth_of(remote, token) if token else None,
                             settings=settings, slug="x")
     assert caught.value.code == ErrorCode.AUTH_FAILED
     assert "wrong-token" not in str(caught.value) + str(caught.value.details)
@@ -225,7 +232,7 @@ def test_invalid_execution_id_and_url_are_refused(remote: Remote,
                                                   settings: StudioSettings) -> None:
     for execution_id, url in (("../escape", remote.url), ("ok-id", "file:///etc")):
         with pytest.raises(StudioError) as caught:
-            provision_workspace(execution_id, url, base_branch=None, token=TOKEN,
+            provision_workspace(execution_id, url, base_branch=None, git_auth=auth_of(remote),
                                 settings=settings, slug="x")
         assert caught.value.code == ErrorCode.INVALID_ARGUMENTS
     assert remote.host.requests == []
@@ -233,11 +240,11 @@ def test_invalid_execution_id_and_url_are_refused(remote: Remote,
 
 def test_mirror_cache_makes_a_second_clone_cheap(remote: Remote,
                                                  settings: StudioSettings) -> None:
-    provision_workspace("exec-a", remote.url, base_branch=None, token=TOKEN, settings=settings,
-                        slug="a")
+    provision_workspace("exec-a", remote.url, base_branch=None,
+                        git_auth=auth_of(remote), settings=settings, slug="a")
     first = remote.host.pack_bytes_sent
     assert first > 400_000
-    ws = provision_workspace("exec-b", remote.url, base_branch=None, token=TOKEN,
+    ws = provision_workspace("exec-b", remote.url, base_branch=None, git_auth=auth_of(remote),
                              settings=settings, slug="b")
     second = remote.host.pack_bytes_sent - first
     assert second < first * 0.10, (first, second)
@@ -249,15 +256,15 @@ def test_mirror_cache_makes_a_second_clone_cheap(remote: Remote,
 
 def test_mirror_follows_new_commits(remote: Remote, settings: StudioSettings,
                                     tmp_path: Path) -> None:
-    provision_workspace("exec-1", remote.url, base_branch=None, token=TOKEN, settings=settings,
-                        slug="a")
+    provision_workspace("exec-1", remote.url, base_branch=None,
+                        git_auth=auth_of(remote), settings=settings, slug="a")
     seed = tmp_path / "pusher"
     plain_git(tmp_path, "clone", "-q", str(remote.bare), str(seed))
     (seed / "more.txt").write_text("more\n")
     plain_git(seed, "add", "more.txt")
     plain_git(seed, "-c", "user.name=x", "-c", "user.email=x@x", "commit", "-q", "-m", "more")
     plain_git(seed, "push", "-q", "origin", "HEAD:main")
-    ws = provision_workspace("exec-2", remote.url, base_branch=None, token=TOKEN,
+    ws = provision_workspace("exec-2", remote.url, base_branch=None, git_auth=auth_of(remote),
                              settings=settings, slug="b")
     assert ws.base_commit == plain_git(seed, "rev-parse", "HEAD")
     assert (ws.path / "more.txt").is_file()
@@ -269,8 +276,8 @@ def test_concurrent_provisioning_of_one_repository(remote: Remote,
 
     def one(n: int) -> None:
         try:
-            provision_workspace(f"exec-c{n}", remote.url, base_branch=None, token=TOKEN,
-                                settings=settings, slug="c")
+            provision_workspace(f"exec-c{n}", remote.url, base_branch=None,
+                                git_auth=auth_of(remote), settings=settings, slug="c")
         except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
             errors.append(exc)
 
@@ -292,13 +299,14 @@ def test_redirects_are_not_followed_and_the_token_stays_home(tmp_path: Path,
         with redirecting_host(target.base_url) as front:
             with pytest.raises(ToolFailure):
                 provision_workspace("exec-r", front.base_url + f"/{REPO}.git", base_branch=None,
-                                    token=TOKEN, settings=settings, slug="r")
+                                    git_auth=git_auth_for(front.base_url), settings=settings,
+                                    slug="r")
             assert front.requests, "the first host was asked"
         assert target.requests == [], "the redirect was followed"
 
 
 def test_remote_branch_sha_and_one_push(remote: Remote, settings: StudioSettings) -> None:
-    ws = provision_workspace("exec-p", remote.url, base_branch=None, token=TOKEN,
+    ws = provision_workspace("exec-p", remote.url, base_branch=None, git_auth=auth_of(remote),
                              settings=settings, slug="push")
     env = dict(TokenGitAuth(TOKEN, remote.host.base_url).environment(remote.url))
     assert remote_branch_sha(remote.url, ws.branch, env) is None
@@ -319,7 +327,7 @@ def test_remote_branch_sha_and_one_push(remote: Remote, settings: StudioSettings
 
 def test_disk_cap(remote: Remote, settings: StudioSettings) -> None:
     with pytest.raises(WorkspaceDiskExceeded) as caught:
-        provision_workspace("exec-big", remote.url, base_branch=None, token=TOKEN,
+        provision_workspace("exec-big", remote.url, base_branch=None, git_auth=auth_of(remote),
                             settings=settings, slug="big", disk_cap_bytes=100_000)
     assert caught.value.code == ErrorCode.BUDGET_EXCEEDED
     assert caught.value.details["used_bytes"] > 100_000
@@ -327,8 +335,9 @@ def test_disk_cap(remote: Remote, settings: StudioSettings) -> None:
 
 
 def test_cleanup_and_reaper(remote: Remote, settings: StudioSettings) -> None:
-    spaces = [provision_workspace(f"exec-{n}", remote.url, base_branch=None, token=TOKEN,
-                                  settings=settings, slug="x") for n in range(3)]
+    spaces = [provision_workspace(f"exec-{n}", remote.url, base_branch=None,
+                                  git_auth=auth_of(remote), settings=settings, slug="x")
+              for n in range(3)]
     root = spaces[0].root.parent
     unrelated = root / "not-ours"
     unrelated.mkdir()
@@ -344,24 +353,24 @@ def test_lru_eviction_keeps_the_cache_under_its_cap(remote: Remote, settings: St
                                                     tmp_path: Path) -> None:
     seed_bare_repo(remote.host.root, "acme/other", {"o.bin": b"o" * 1000})
     cache = MirrorCache(tmp_path / "mirrors", size_cap_bytes=200_000)
-    provision_workspace("exec-m1", remote.url, base_branch=None, token=TOKEN, settings=settings,
-                        slug="m", mirror_cache=cache)
+    provision_workspace("exec-m1", remote.url, base_branch=None,
+                        git_auth=auth_of(remote), settings=settings, slug="m", mirror_cache=cache)
     big = cache.mirror_path(validate_repo_url(remote.url, from_api=True))
     assert big.is_dir()  # the one in use is kept even over the cap
-    provision_workspace("exec-m2", remote.host.url("acme/other"), base_branch=None, token=TOKEN,
-                        settings=settings, slug="m", mirror_cache=cache)
+    provision_workspace("exec-m2", remote.host.url("acme/other"), base_branch=None,
+                        git_auth=auth_of(remote), settings=settings, slug="m", mirror_cache=cache)
     assert not big.exists()
     assert [m.name for m in cache.mirrors()] == [
         cache.mirror_path(validate_repo_url(remote.host.url("acme/other"), from_api=True)).name]
 
 
 def test_local_path_from_the_cli(remote: Remote, settings: StudioSettings) -> None:
-    ws = provision_workspace("exec-local", str(remote.bare), base_branch=None, token=None,
+    ws = provision_workspace("exec-local", str(remote.bare), base_branch=None, git_auth=None,
                              settings=settings, slug="local", allow_local=True)
     assert ws.base_branch == "main" and (ws.path / "README.md").is_file()
     assert plain_git(ws.path, "symbolic-ref", "--short", "HEAD") == ws.branch
     with pytest.raises(RepositoryUrlRejected):
-        provision_workspace("exec-local2", str(remote.bare), base_branch=None, token=None,
+        provision_workspace("exec-local2", str(remote.bare), base_branch=None, git_auth=None,
                             settings=settings, slug="local")
 
 
@@ -370,7 +379,7 @@ def test_git_domain_pushes_the_provisioned_branch_once(remote: Remote,
     """The agent's push through the dispatcher: authenticated by ``TokenGitAuth``, accepted by
     the git domain's transport checks (provisioning writes no ``http.*`` config), chunked when
     over 1 MiB, one ref update on the remote, and still no token in the workspace."""
-    ws = provision_workspace("exec-push", remote.url, base_branch=None, token=TOKEN,
+    ws = provision_workspace("exec-push", remote.url, base_branch=None, git_auth=auth_of(remote),
                              settings=settings, slug="push it")
     auth = TokenGitAuth(TOKEN, remote.host.base_url)
     ctx = ToolDomainContext(workspace_root=ws.path, execution_id="exec-push", request_id="r",

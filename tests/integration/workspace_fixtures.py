@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from services.git_origins import GitOrigins, IntegrationGitAuth, credential_origin
+from services.repo_hosts import HostPolicy
 from services.settings import StudioSettings
 from tests.support.git_http_server import GIT_ENV, GitHttpHost, git_http_server, seed_bare_repo
 
@@ -46,6 +48,15 @@ def tree_contains(root: Path, needle: bytes) -> list[Path]:
             if not path.is_symlink() and needle in path.read_bytes():
                 found.append(path)
     return found
+
+
+def git_auth_for(base_url: str, token: str = TOKEN) -> IntegrationGitAuth:
+    """The execution credentials of a deployment whose integration's git origin is
+    ``base_url`` (a loopback host, allowed as from the CLI)."""
+    origin = credential_origin(base_url)
+    assert origin is not None
+    return IntegrationGitAuth(GitOrigins(frozenset({origin}), "environment"),
+                              HostPolicy(allow_loopback=True), token)
 
 
 @pytest.fixture

@@ -15,6 +15,9 @@ and measures what it served so tests can assert on it:
   push of the branch";
 * ``chunked_requests``: requests whose body came chunked.
 
+``anonymous_reads=True`` stands for a public repository: clones and fetches need no credential
+(pushes still do), while every request's ``Authorization`` header is still recorded.
+
 :func:`redirecting_host` stands for a git host that answers every request with a ``302`` to
 another host (to prove the harness neither follows it nor sends the token there).
 """
@@ -71,6 +74,7 @@ class GitHttpHost:
     pack_bytes_sent: int = 0
     pushes: list[list[RefUpdate]] = field(default_factory=list)
     chunked_requests: int = 0
+    anonymous_reads: bool = False
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def url(self, repo: str) -> str:
@@ -199,7 +203,8 @@ def _handler(host: GitHttpHost) -> type[BaseHTTPRequestHandler]:
             parts = urlsplit(self.path)
             service = _service(parts.path, parts.query)
             authorization = self.headers.get("Authorization", "")
-            ok = host.authorized(authorization)
+            ok = host.authorized(authorization) or (host.anonymous_reads
+                                                    and service == UPLOAD_PACK)
             with host.lock:
                 host.requests.append(SeenRequest(self.command, self.path, service, ok,
                                                  authorization))
@@ -264,10 +269,11 @@ def _serving(handler: type[BaseHTTPRequestHandler]) -> Iterator[str]:
 
 
 @contextmanager
-def git_http_server(root: Path, token: str) -> Iterator[GitHttpHost]:
+def git_http_server(root: Path, token: str, *,
+                    anonymous_reads: bool = False) -> Iterator[GitHttpHost]:
     """A running smart-HTTP host serving the bare repositories under ``root``."""
     root.mkdir(parents=True, exist_ok=True)
-    host = GitHttpHost(root=root, token=token)
+    host = GitHttpHost(root=root, token=token, anonymous_reads=anonymous_reads)
     with _serving(_handler(host)) as base_url:
         host.base_url = base_url
         yield host

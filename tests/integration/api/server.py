@@ -55,12 +55,15 @@ class ApiServer:
         return self.token("all", ["read", "run", "admin"])
 
 
-def studio_env(root: Path) -> dict[str, str]:
+def studio_env(root: Path, git_origin: str = "") -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("STUDIO_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
     env.update(STUDIO_DATABASE_URL=f"sqlite:///{root / 'studio.db'}",
                STUDIO_DATA_DIR=str(root / "data"), STUDIO_WORKSPACE_DIR=str(root / "workspaces"),
                STUDIO_GITHUB_TOKEN=GIT_TOKEN, STUDIO_CORS_ORIGINS=CORS_ORIGIN,
+               # the test git host is the integration's (its origin named explicitly), and
+               # reachable although it is loopback (the API needs the allowlist for that)
+               STUDIO_GITHUB_GIT_ORIGINS=git_origin, STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1",
                HOME=str(root / "home"))
     (root / "home").mkdir(parents=True, exist_ok=True)
     return env
@@ -83,7 +86,7 @@ def running_api(root: Path) -> Iterator[ApiServer]:
     """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``."""
     with git_http_server(root / "git-host", GIT_TOKEN) as host:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
-        env = studio_env(root)
+        env = studio_env(root, host.base_url)
         process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
              "--log-level", "info"],

@@ -95,3 +95,35 @@ def test_cli_reads_the_token_from_stdin_and_never_prints_it(sqlite_db: Database)
     assert github.token is not None and github.token.get_secret_value() == TOKEN
     refused = studio(url, "integrations", "set", "github", "--token-stdin", stdin=TOKEN + "\n")
     assert refused.returncode == 2 and "STUDIO_SECRET_KEY" in refused.stderr
+
+
+def test_git_origins_come_from_the_environment_then_the_database_then_the_api_url(
+        db: Database) -> None:
+    repository = IntegrationRepository(db, _settings())
+    assert repository.git_origins().origins == {"https://github.com"}
+    repository.set_github(api_url="https://ghe.example.test/api/v3", token=None)
+    assert repository.git_origins().origins == {"https://ghe.example.test"}
+    repository.set_github(api_url=None, token=None,
+                          git_origins=["HTTPS://Git.Example.test:443/", "http://127.0.0.1:9"])
+    stored = repository.git_origins()
+    assert (stored.origins, stored.source) == (
+        {"https://git.example.test", "http://127.0.0.1:9"}, "database")
+    from_env = IntegrationRepository(db, _settings(github_git_origins=["https://env.example"]))
+    assert from_env.git_origins().origins == {"https://env.example"}
+    repository.set_github(api_url=None, token=None, git_origins=[])
+    assert repository.git_origins().source == "api_url"
+    with pytest.raises(ConfigError):
+        repository.set_github(api_url=None, token=None, git_origins=["https://x.example/path"])
+
+
+def test_cli_stores_and_shows_the_git_origins(sqlite_db: Database) -> None:
+    url, env = url_of(sqlite_db), {"STUDIO_SECRET_KEY": KEY}
+    done = studio(url, "integrations", "set", "github", "--git-origins",
+                  "https://ghe.example.test,http://127.0.0.1:8080", env=env)
+    assert done.returncode == 0, done.stderr
+    shown = json.loads(studio(url, "integrations", "show", env=env).stdout)[0]
+    assert shown["git_origins"] == ["http://127.0.0.1:8080", "https://ghe.example.test"]
+    assert shown["git_origins_source"] == "database"
+    refused = studio(url, "integrations", "set", "github", "--git-origins", "ghe.example.test",
+                     env=env)
+    assert refused.returncode == 2 and "--git-origins" in refused.stderr

@@ -49,6 +49,7 @@ from services.execution.ports import (
     AgentEvent,
     AgentEventKind,
     EventSink,
+    GitAuth,
 )
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git_runner import GitAuthor, run_git
@@ -188,7 +189,7 @@ class DurableRun:
             repo = validate_repo_url(request.repo_url, from_api=not request.allow_local)
             wiring = github_wiring(self.db, self.settings, request, repo)
             self.redactor.add(wiring.token)
-            ws = self._workspace(row, request, wiring.token)
+            ws = self._workspace(row, request, wiring.git_auth)
             return self._attempt(row, request, wiring, ws)
         except StaleLease:
             raise
@@ -237,7 +238,7 @@ class DurableRun:
 
     # -- workspace ----------------------------------------------------------------------------
     def _workspace(self, row: NodeExecution, request: ExecutionRequest,
-                   token: str | None) -> Workspace:
+                   git_auth: GitAuth | None) -> Workspace:
         resumed = row.base_commit is not None
         latest = CheckpointRepository(self.db).latest(self.id) if resumed else None
         if latest is not None and not latest.available:
@@ -247,7 +248,7 @@ class DurableRun:
             raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
                                  "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
         ws = provision_workspace(self.id, request.repo_url, base_branch=row.base_branch,
-                                 token=token, settings=self.settings,
+                                 git_auth=git_auth, settings=self.settings,
                                  slug=request.slug or request.prompt,
                                  allow_local=request.allow_local,
                                  base_commit=row.base_commit if resumed else None)

@@ -7,7 +7,8 @@ a local path is allowed) is the row's ``request`` JSON. :func:`create_execution`
 execution with the runtime settings in force (limits and cutover, as ``studio run`` does).
 
 :func:`github_wiring` resolves the token (``STUDIO_GITHUB_TOKEN``, else the stored integration)
-and builds the git credentials and the one keyed pull-request port of an execution.
+and builds the git credentials and the one keyed pull-request port of an execution; the token
+goes only to the integration's git origins (:mod:`services.repo_access`).
 """
 
 from __future__ import annotations
@@ -26,9 +27,9 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.execution.ports import GitAuth, PullRequestPort
-from services.git_credentials import TokenGitAuth
 from services.pull_requests import GitHubPullRequests, KeyedPullRequestPort
-from services.repo_urls import ValidatedRepo, github_repo_from_url, validate_repo_url
+from services.repo_access import check_new_execution, repository_access
+from services.repo_urls import ValidatedRepo, github_repo_from_url
 from services.settings import StudioSettings
 from services.workspaces import slugify
 
@@ -70,9 +71,11 @@ class ExecutionRequest:
 
 
 def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
-                     flowchart_run_id: str | None = None, node_id: str | None = None) -> str:
+                     settings: StudioSettings, flowchart_run_id: str | None = None,
+                     node_id: str | None = None) -> str:
     """Record a queued execution for ``request`` (a flowchart node's when linked); its id."""
-    validate_repo_url(request.repo_url, from_api=not request.allow_local)
+    check_new_execution(db, settings, request.repo_url, pull_request=request.pull_request,
+                        allow_local=request.allow_local)
     snapshot = SettingsRepository(db).snapshot({**request.node_config,
                                                 **request.limit_overrides})
     execution_id = ExecutionRepository(db, redactor).create(
@@ -111,12 +114,16 @@ def resolve_token(db: Database, settings: StudioSettings) -> tuple[str | None, s
 
 def github_wiring(db: Database, settings: StudioSettings, request: ExecutionRequest,
                   repo: ValidatedRepo) -> GithubWiring:
-    """Credentials and the pull-request port for one execution (none for local paths)."""
+    """Credentials and the pull-request port for one execution (none for local paths); raises
+    before any network access when the repository may not be reached or asks for a pull
+    request the integration cannot open (:func:`services.repo_access.repository_access`)."""
     token, api_url = resolve_token(db, settings)
-    if token is None or repo.local or repo.origin is None:
+    if repo.local or repo.origin is None:
         return GithubWiring(token, None, None)
-    auth = TokenGitAuth(token, repo.origin)
-    if not request.pull_request:
+    origins = IntegrationRepository(db, settings).git_origins()
+    auth = repository_access(settings, origins, token, repo=repo,
+                             pull_request=request.pull_request, allow_local=request.allow_local)
+    if token is None or not request.pull_request:
         return GithubWiring(token, auth, None)
     owner, name = github_repo_from_url(repo.url, request.github_repo)
     inner = GitHubPullRequests(api_url, token, owner, name)

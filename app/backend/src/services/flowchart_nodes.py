@@ -97,7 +97,8 @@ class NodeRunner:
                                request: RunRequest | ExecutionRequest) -> str:
         if isinstance(request, ExecutionRequest):
             return create_execution(self.db, request, Redactor.from_settings(self.settings),
-                                    flowchart_run_id=job.run_id, node_id=job.node_row_id)
+                                    settings=self.settings, flowchart_run_id=job.run_id,
+                                    node_id=job.node_row_id)
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 

@@ -39,6 +39,13 @@ class StudioSettings(BaseSettings):
     secret_key: SecretStr | None = None
     github_token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"
+    # The git origins (``scheme://host[:port]``) the GitHub token may be sent to, comma-separated;
+    # empty: derived from the API URL (services.git_origins).
+    github_git_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Repository hosts allowed although they are (or resolve to) loopback, private, link-local
+    # or metadata addresses: names, addresses or CIDR networks, comma-separated
+    # (services.repo_hosts).
+    repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
     workspace_dir: Path | None = None
     log_level: str = "WARNING"  # STUDIO_LOG_LEVEL: INFO adds one line per tool call
@@ -51,7 +58,7 @@ class StudioSettings(BaseSettings):
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("cors_origins", mode="before")
+    @field_validator("cors_origins", "github_git_origins", "repo_allowed_hosts", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

@@ -7,8 +7,10 @@ the local mirror cache (:mod:`services.mirror_cache`) with
 ``studio/<execution-id>-<slug>``, and sets the repository's ``user.name``/``user.email`` to the
 configured identity (so commits made inside the sandbox carry it too, whatever the user's git
 config says). Every git process goes through the hardened ``run_git``; the token reaches git only
-as ``GIT_CONFIG_*`` environment (:mod:`services.git_credentials`), so it is never written to the
-workspace, the mirror, a URL or a log.
+as ``GIT_CONFIG_*`` environment from the execution's ``GitAuth``
+(:class:`services.git_origins.IntegrationGitAuth`: the integration's origins only, the host
+re-checked before the first network access), so it is never written to the workspace, the
+mirror, a URL or a log.
 
 Layout: ``<workspace_dir or $TMPDIR/studio-workspaces>/<execution-id>/repo``; the execution
 directory holds a ``.studio-workspace`` marker so :func:`reap_orphans` only ever deletes
@@ -28,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
-from services.execution.ports import RunControl
+from services.execution.ports import GitAuth, RunControl
 from services.execution.tool_domains.git_runner import GitAuthor, empty_home, run_git
 from services.git_credentials import TokenGitAuth
 from services.mirror_cache import MirrorCache, tree_size
@@ -98,10 +100,10 @@ def _invalid(message: str, **details: object) -> ExecutionError:
     return ExecutionError(message, code=ErrorCode.INVALID_ARGUMENTS, details=dict(details))
 
 
-def _auth_env(repo: ValidatedRepo, token: str | None) -> Mapping[str, str]:
-    if token is None or repo.origin is None:
+def _auth_env(repo: ValidatedRepo, git_auth: GitAuth | None) -> Mapping[str, str]:
+    if git_auth is None or repo.origin is None:
         return {}
-    return TokenGitAuth(token, repo.origin).environment(repo.url)
+    return git_auth.environment(repo.url)
 
 
 def _checked_branch(cwd: Path, name: str) -> str:
@@ -171,7 +173,7 @@ def provision_workspace(
     repo_url: str,
     *,
     base_branch: str | None,
-    token: str | None,
+    git_auth: GitAuth | None,
     settings: StudioSettings,
     slug: str,
     allow_local: bool = False,
@@ -183,14 +185,15 @@ def provision_workspace(
 
     ``allow_local`` admits a local path (the CLI); ``base_commit`` pins the start (a resumed
     execution re-clones at its recorded base); ``mirror_cache`` defaults to
-    ``<data_dir>/mirrors``. Raises ``RepositoryUrlRejected``/``ExecutionError``
-    (``invalid_arguments``), ``ToolFailure`` (``auth_failed``, ``git_error``) or
+    ``<data_dir>/mirrors``; ``git_auth`` gives each git process its credentials (and may refuse
+    the host). Raises ``RepositoryUrlRejected``/``ExecutionError`` (``invalid_arguments``),
+    ``ToolFailure`` (``auth_failed``, ``git_error``, ``host_not_allowed``) or
     ``WorkspaceDiskExceeded``; nothing is left on disk after a failure.
     """
     if not _EXECUTION_ID.match(execution_id):
         raise _invalid("the execution id is not a safe directory name", field="execution_id")
     repo = validate_repo_url(repo_url, from_api=not allow_local)
-    env = _auth_env(repo, token)
+    env = _auth_env(repo, git_auth)
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
     root = workspace_root(settings) / execution_id
     shutil.rmtree(root, ignore_errors=True)

@@ -25,6 +25,7 @@ log = logging.getLogger(__name__)
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.INVALID_ARGUMENTS: 422,
+    ErrorCode.HOST_NOT_ALLOWED: 422,
     ErrorCode.UNSUPPORTED_CAPABILITY: 422,
     ErrorCode.CONFIG_ERROR: 422,
     ErrorCode.NOT_FOUND: 404,

@@ -92,7 +92,8 @@ def demo_command(
                                slug="fix-add", allow_local=True)
     db = open_db()
     try:
-        execution_id = create_execution(db, request, Redactor.from_settings(settings))
+        execution_id = create_execution(db, request, Redactor.from_settings(settings),
+                                        settings=settings)
         outcome = execute_execution(execution_id, settings=settings, db=db,
                                     sinks=[LiveConsoleSink(console)],
                                     keep_workspace=keep_workspace)

@@ -37,17 +37,24 @@ def set_integration(
     token_stdin: Annotated[
         bool, typer.Option("--token-stdin", help="Read the token from the first line of stdin.")
     ] = False,
+    git_origins: Annotated[str | None, typer.Option(
+        "--git-origins", help="Comma-separated scheme://host[:port] the token may be sent to "
+        "(empty: derived from the API URL).")] = None,
 ) -> None:
-    """Store the API URL and, with --token-stdin, the token (encrypted with STUDIO_SECRET_KEY)."""
-    if api_url is None and not token_stdin:
-        typer.echo("studio: nothing to set; give --api-url and/or --token-stdin", err=True)
+    """Store the API URL, the git origins and, with --token-stdin, the token (encrypted with
+    STUDIO_SECRET_KEY)."""
+    if api_url is None and not token_stdin and git_origins is None:
+        typer.echo("studio: nothing to set; give --api-url, --git-origins and/or --token-stdin",
+                   err=True)
         raise typer.Exit(2)
     token = _read_token() if token_stdin else None
     settings = get_settings()
     db = open_db()
     try:
         repository = IntegrationRepository(db, settings)
-        repository.set_github(api_url=api_url, token=token)
+        origins = None if git_origins is None else [
+            o for o in git_origins.split(",") if o.strip()]
+        repository.set_github(api_url=api_url, token=token, git_origins=origins)
         described = repository.describe()
     except ConfigError as exc:
         typer.echo(f"studio: {exc.message}", err=True)
@@ -64,6 +71,9 @@ def show() -> None:
     db = open_db()
     try:
         described = IntegrationRepository(db, get_settings()).describe()
+    except ConfigError as exc:  # e.g. a malformed STUDIO_GITHUB_GIT_ORIGINS
+        typer.echo(f"studio: {exc.message}", err=True)
+        raise typer.Exit(2) from exc
     finally:
         db.dispose()
     typer.echo(json.dumps(described, separators=(",", ":")))

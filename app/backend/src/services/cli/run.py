@@ -102,11 +102,12 @@ def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool
     settings = get_settings()
     db = open_db()
     try:
-        execution_id = create_execution(db, request, Redactor.from_settings(settings))
+        execution_id = create_execution(db, request, Redactor.from_settings(settings),
+                                        settings=settings)
         outcome = execute_execution(execution_id, settings=settings, db=db,
                                     sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
     except ExecutionError as exc:
-        _usage_error(exc.message)
+        _usage_error(str(exc))  # "code: message"
         raise AssertionError("unreachable") from exc
     finally:
         db.dispose()

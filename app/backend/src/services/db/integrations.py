@@ -5,8 +5,9 @@ not stored. The token never leaves through an interface that prints: models mask
 :class:`GithubIntegration` holds it as a ``SecretStr``, :meth:`IntegrationRepository.describe`
 says only whether one is set.
 
-Environment first: ``STUDIO_GITHUB_TOKEN`` and ``STUDIO_GITHUB_API_URL`` (when set) win over the
-stored values, which win over the default API URL.
+Environment first: ``STUDIO_GITHUB_TOKEN``, ``STUDIO_GITHUB_API_URL`` and
+``STUDIO_GITHUB_GIT_ORIGINS`` (when set) win over the stored values, which win over the defaults
+(the git origins default to those the API URL implies: :mod:`services.git_origins`).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from pydantic import SecretStr
 from services.db.models import Integration
 from services.db.session import Database
 from services.execution.errors import ConfigError
+from services.git_origins import GitOrigins, parse_origin
 from services.settings import StudioSettings
 
 GITHUB = "github"
@@ -44,6 +46,7 @@ class GithubIntegration:
     token: SecretStr | None
     api_url_source: Source
     token_source: Source
+    stored_git_origins: tuple[str, ...] = ()
 
 
 class IntegrationRepository:
@@ -51,8 +54,12 @@ class IntegrationRepository:
         self._db = db
         self._settings = settings
 
-    def set_github(self, *, api_url: str | None, token: SecretStr | None) -> None:
-        """Store the API URL and/or the token (encrypted); ``None`` leaves a value unchanged."""
+    def set_github(self, *, api_url: str | None, token: SecretStr | None,
+                   git_origins: list[str] | None = None) -> None:
+        """Store the API URL, the token (encrypted) and/or the git origins (normalized; an empty
+        list clears them); ``None`` leaves a value unchanged."""
+        origins = None if git_origins is None else sorted({parse_origin(o, "--git-origins")
+                                                           for o in git_origins})
         encrypted = None
         if token is not None:
             encrypted = fernet_for(self._settings.secret_key).encrypt(
@@ -64,6 +71,8 @@ class IntegrationRepository:
                 row.api_url = api_url
             if encrypted is not None:
                 row.token_encrypted = encrypted
+            if origins is not None:
+                row.git_origins = origins or None
             session.add(row)
 
     def clear_github_token(self) -> None:
@@ -89,7 +98,15 @@ class IntegrationRepository:
         row = self._row()
         api_url, url_source = self._api_url(row)
         token, token_source = self._token(row)
-        return GithubIntegration(api_url, token, url_source, token_source)
+        stored = tuple(row.git_origins or ()) if row is not None else ()
+        return GithubIntegration(api_url, token, url_source, token_source, stored)
+
+    def git_origins(self) -> GitOrigins:
+        """Where the integration's token may be sent (environment, database, API URL)."""
+        row = self._row()
+        api_url, _ = self._api_url(row)
+        stored = (row.git_origins or []) if row is not None else []
+        return GitOrigins.resolve(self._settings.github_git_origins, stored, api_url)
 
     def _token(self, row: Integration | None) -> tuple[SecretStr | None, Source]:
         if self._settings.github_token is not None:
@@ -116,7 +133,9 @@ class IntegrationRepository:
             token_source = "environment"
         elif row is not None and row.token_encrypted is not None:
             token_source = "database"
+        origins = self.git_origins()
         return [{
             "kind": GITHUB, "api_url": api_url, "api_url_source": url_source,
             "token_set": token_source != "none", "token_source": token_source,
+            "git_origins": sorted(origins.origins), "git_origins_source": origins.source,
         }]

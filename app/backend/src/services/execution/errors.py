@@ -50,6 +50,7 @@ class ErrorCode(StrEnum):
     PUSH_REJECTED = "push_rejected"
     AUTH_FAILED = "auth_failed"
     INTEGRATION_UNAVAILABLE = "integration_unavailable"
+    HOST_NOT_ALLOWED = "host_not_allowed"
     PROVIDER_UNAVAILABLE = "provider_unavailable"
     PROVIDER_REJECTED = "provider_rejected"
     BUDGET_EXCEEDED = "budget_exceeded"

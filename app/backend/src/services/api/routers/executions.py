@@ -78,7 +78,8 @@ def create_execution_route(
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
         limit_overrides=limits)
     try:
-        execution_id = create_execution(db, request, Redactor.from_settings(settings))
+        execution_id = create_execution(db, request, Redactor.from_settings(settings),
+                                        settings=settings)
     except InvalidSettingValue as exc:
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
     launcher.launch(execution_id)

@@ -30,6 +30,8 @@ class Integration(Base):
     kind: Mapped[str] = mapped_column(String(64), primary_key=True)
     api_url: Mapped[str | None] = mapped_column(Text)
     token_encrypted: Mapped[bytes | None] = mapped_column(LargeBinary)
+    # The git origins (``scheme://host[:port]``) the token may be sent to; ``None``: derived.
+    git_origins: Mapped[list[str] | None] = mapped_column(JSON)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
     def __repr__(self) -> str:
