@@ -283,3 +283,16 @@ def test_idempotent_replay_does_not_repeat(ws: Workspace) -> None:
     (ws.root / "once.txt").unlink()
     second = ws.dispatcher.dispatch(call, ws.ctx)
     assert first == second and not (ws.root / "once.txt").exists()
+
+
+def test_copy_path_never_carries_set_id_bits(ws: Workspace) -> None:
+    """A set-user-ID copy would run as its owner (the harness, root in CI) for anyone."""
+    tool = ws.root / "tool"
+    tool.write_bytes(b"#!/bin/sh\n")
+    os.chmod(tool, 0o6755)
+    ws.ok("copy_path", source="tool", destination="copy")
+    os.makedirs(ws.root / "d")
+    os.rename(tool, ws.root / "d" / "tool")
+    ws.ok("copy_path", source="d", destination="d2")
+    for copy in (ws.root / "copy", ws.root / "d2" / "tool"):
+        assert oct(copy.stat().st_mode & 0o7777) == oct(0o755)

@@ -36,6 +36,7 @@ from services.execution.sandbox_layout import (
     bwrap_system_args,
     bwrap_workspace_args,
 )
+from services.execution.sandbox_seccomp import program_fd
 from services.settings import SandboxMode
 
 log = logging.getLogger(__name__)
@@ -89,12 +90,16 @@ class UnavailableSandbox:
 
 
 class BwrapSandbox:
-    """Bubblewrap: a fresh mount, PID, network, IPC and UTS namespace per command.
+    """Bubblewrap: a fresh user, mount, PID, network, IPC and UTS namespace per command.
 
-    Inside, the process keeps uid 0 but has every capability dropped: it cannot bypass file
-    permissions (no CAP_DAC_OVERRIDE), yet the workspace (owned by the harness's uid) stays
-    writable and git sees its owner (no "dubious ownership"). An unprivileged ``--uid`` would map
-    back to the same host uid anyway, so it would add nothing but ownership confusion.
+    Inside, the command runs as an unprivileged uid and gid (:data:`SANDBOX_UID`) with every
+    capability dropped, in a new session, under the seccomp filter of
+    :mod:`~services.execution.sandbox_seccomp`. Bubblewrap maps that id to the harness's own uid,
+    so the workspace (owned by the harness) stays writable, files the command creates belong to
+    the harness, and git sees its owner (no "dubious ownership"). Because that host uid may be
+    root, ``/proc/sys`` is read-only and the filter refuses set-user/group-ID modes: the kernel
+    lets a capability-less process whose host uid is 0 write sysctls, and a set-user-ID file
+    left in the workspace would run as root outside.
     """
 
     def __init__(self, executable: str, system_args: Sequence[str]) -> None:
@@ -114,9 +119,11 @@ class BwrapSandbox:
         setenv: list[str] = []
         for name, value in inner_env.items():
             setenv += ["--setenv", name, value]
+        seccomp = program_fd()
         wrapped = [
             self.executable,
             *self.system_args,
+            "--seccomp", str(seccomp),
             *bwrap_workspace_args(workspace),
             "--remount-ro", "/",
             "--chdir", str(cwd),
@@ -126,7 +133,9 @@ class BwrapSandbox:
             *argv,
         ]
         # bwrap itself gets a bare environment: nothing of ours (or the model's) reaches it.
-        return PreparedCommand(argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd)
+        return PreparedCommand(
+            argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd, pass_fds=(seccomp,)
+        )
 
 
 def _run_probe(sandbox: CommandSandbox) -> str | None:
@@ -140,10 +149,12 @@ def _run_probe(sandbox: CommandSandbox) -> str | None:
             done = subprocess.run(
                 prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
                 stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S,
-                check=False,
+                check=False, pass_fds=prepared.pass_fds,
             )
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{sandbox.mode} probe failed: {exc}"
+        finally:
+            prepared.close_fds()
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:500]
         return f"{sandbox.mode} probe exited with {done.returncode}: {detail}"

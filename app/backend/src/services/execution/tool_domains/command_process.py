@@ -165,11 +165,13 @@ def _spawn(prepared: PreparedCommand) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
             prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True,
+            start_new_session=True, close_fds=True, pass_fds=prepared.pass_fds,
         )
     except subprocess.SubprocessError as exc:  # the sandbox's preexec failed in the child
         raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE,
                           f"the sandbox could not be applied: {exc}") from None
+    finally:
+        prepared.close_fds()
 
 
 def _not_started(exc: OSError, started: float, cap: int) -> CommandOutcome:

@@ -153,7 +153,9 @@ def copy_regular(source: ResolvedPath, destination: ResolvedPath) -> int:
             while chunk := src.read(1024 * 1024):
                 dst.write(chunk)
                 copied += len(chunk)
-            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode))
+            # Never the set-user/group-ID or sticky bits: a set-user-ID copy would run as its
+            # owner (the harness, maybe root) for anyone outside.
+            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode) & 0o777)
     return copied
 
 
