@@ -15,7 +15,9 @@ from services.execution.tool_domains.workspace_io import (
     MAX_FILE_BYTES,
     failure,
     kind_of,
-    os_errors,
+    kind_of_mode,
+    lstat_entry,
+    make_dirs,
     read_text,
     resolve,
     write_regular,
@@ -108,9 +110,8 @@ def _link_target(ctx: ToolDomainContext, display: str) -> tuple[str | None, bool
 
 def stat_path(args: PathArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     target = resolve(ctx, args.path, follow_final=False)
-    with os_errors(target):
-        st = os.lstat(target.absolute)
-    kind = kind_of(target.absolute)
+    st = lstat_entry(target)
+    kind = kind_of_mode(st.st_mode)
     result: dict[str, Any] = {
         "path": target.display,
         "kind": kind,
@@ -132,6 +133,5 @@ def make_dir(args: PathArgs, ctx: ToolDomainContext) -> dict[str, Any]:
         if kind_of(target.absolute) != "dir":
             raise failure(ErrorCode.PATH_EXISTS, "exists and is not a directory", target)
         return {"path": target.display, "created": False}
-    with os_errors(target):
-        os.makedirs(target.absolute)
+    make_dirs(target)
     return {"path": target.display, "created": True}

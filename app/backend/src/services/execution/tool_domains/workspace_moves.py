@@ -63,11 +63,11 @@ def _entries(ctx: ToolDomainContext, target: ResolvedPath, kind: str) -> list[Pu
 
 
 def _remove(target: ResolvedPath, kind: str) -> None:
-    with os_errors(target):
+    with os_errors(target), target.parent() as (dir_fd, name):
         if kind == "dir":
-            shutil.rmtree(target.absolute)
+            shutil.rmtree(name, dir_fd=dir_fd)
         else:
-            os.unlink(target.absolute)
+            os.unlink(name, dir_fd=dir_fd)
 
 
 def delete_path(args: DeleteArgs, ctx: ToolDomainContext) -> dict[str, Any]:
@@ -116,10 +116,16 @@ def move_path(args: TransferArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     entries = _entries(ctx, source, kind)
     guard_subtree(ctx, destination.display, destination.relative, entries)
     replaced = _prepare_destination(ctx, source, destination, args.overwrite)
-    with os_errors(destination):
-        os.rename(source.absolute, destination.absolute)
+    with os_errors(destination), source.parent() as (src_fd, src_name), \
+            destination.parent() as (dst_fd, dst_name):
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
     return {"source": source.display, "destination": destination.display, "kind": kind,
             "overwritten": replaced}
+
+
+def _mkdir(target: ResolvedPath) -> None:
+    with os_errors(target), target.parent() as (dir_fd, name):
+        os.mkdir(name, dir_fd=dir_fd)
 
 
 def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
@@ -129,14 +135,12 @@ def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
     moved = [PurePosixPath(e.path.relative.relative_to(source.relative)) for e in plan]
     guard_subtree(ctx, destination.display, destination.relative, moved)
     counts = {"files_copied": 0, "dirs_created": 1, "symlinks_copied": 0, "bytes_copied": 0}
-    with os_errors(destination):
-        os.mkdir(destination.absolute)
+    _mkdir(destination)
     for entry, rel in zip(plan, moved, strict=True):
         target = resolve(ctx, (destination.relative / rel).as_posix(), write=True,
                          follow_final=False)
         if entry.kind == "dir":
-            with os_errors(target):
-                os.mkdir(target.absolute)
+            _mkdir(target)
             counts["dirs_created"] += 1
         elif entry.kind == "file":
             counts["bytes_copied"] += copy_regular(entry.path, target)
@@ -144,9 +148,9 @@ def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
         else:
             # The link led inside when walk vetted it; re-aim it from its new place.
             linked = resolve(ctx, entry.path.display)
-            with os_errors(target):
-                os.symlink(os.path.relpath(linked.absolute, target.absolute.parent),
-                           target.absolute)
+            with os_errors(target), target.parent() as (dir_fd, name):
+                os.symlink(os.path.relpath(linked.absolute, target.absolute.parent), name,
+                           dir_fd=dir_fd)
             counts["symlinks_copied"] += 1
     return {**counts, **report.as_dict()}
 
