@@ -11,7 +11,7 @@ from pathlib import Path
 from services.execution.errors import ConfigError
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
 from services.execution.providers.replay import ReplayClient, load_script
-from services.execution.sandbox import select_sandbox
+from services.execution.sandbox import CommandLimits, select_sandbox
 from services.settings import StudioSettings, process_environment
 
 PROVIDERS = ("codex", "gemini", "claude", "replay")
@@ -68,6 +68,17 @@ def build_engine(
     raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
 
 
+def command_limits(settings: StudioSettings) -> CommandLimits:
+    """The resource limits of every command, from ``STUDIO_SANDBOX_*``."""
+    mib = 1024 * 1024
+    return CommandLimits(
+        memory_bytes=settings.sandbox_memory_mb * mib, processes=settings.sandbox_processes,
+        open_files=settings.sandbox_open_files,
+        file_size_bytes=settings.sandbox_file_size_mb * mib,
+        cpu_seconds=settings.sandbox_cpu_seconds, tmp_bytes=settings.sandbox_tmp_mb * mib,
+    )
+
+
 def command_sandbox(settings: StudioSettings) -> CommandSandbox:
-    """The sandbox of this process (the mode is fixed per process)."""
-    return select_sandbox(settings.sandbox.value)
+    """The sandbox of this process (the mode and limits are fixed per process)."""
+    return select_sandbox(settings.sandbox.value, command_limits(settings))

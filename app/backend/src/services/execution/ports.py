@@ -29,6 +29,8 @@ class PreparedCommand:
     # Descriptors the child inherits (a seccomp program for bwrap); the runner closes them in the
     # parent once the child started, or when it could not start.
     pass_fds: tuple[int, ...] = ()
+    # Called by the runner once the command ended (kills what is left of it, frees its cgroup).
+    finish: Callable[[], None] | None = None
 
     def close_fds(self) -> None:
         """Close :attr:`pass_fds` in the parent (idempotent enough: EBADF is ignored)."""

@@ -30,23 +30,27 @@ from pathlib import Path
 
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
 from services.execution.ports import CommandSandbox, PreparedCommand
+from services.execution.sandbox_cgroup import with_limits
 from services.execution.sandbox_landlock import LandlockSandbox, landlock_problem
 from services.execution.sandbox_layout import (
     SYSTEM_SEARCH_PATH,
     bwrap_system_args,
     bwrap_workspace_args,
 )
+from services.execution.sandbox_limits import CommandLimits
 from services.execution.sandbox_seccomp import program_fd
 from services.settings import SandboxMode
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 20.0
+DEFAULT_LIMITS = CommandLimits()
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_TMP = "/tmp"
 
 __all__ = [
     "BwrapSandbox",
+    "CommandLimits",
     "LandlockSandbox",
     "NoSandbox",
     "UnavailableSandbox",
@@ -55,7 +59,11 @@ __all__ = [
 
 
 class NoSandbox:
-    """Runs commands as they are (still with the caller's scrubbed env and process group)."""
+    """Runs commands as they are (still with the caller's scrubbed env, process group and
+    resource limits)."""
+
+    def __init__(self, limits: CommandLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
 
     @property
     def mode(self) -> str:
@@ -64,7 +72,7 @@ class NoSandbox:
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
-        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd)
+        return with_limits(PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd), self.limits)
 
 
 class UnavailableSandbox:
@@ -102,9 +110,10 @@ class BwrapSandbox:
     left in the workspace would run as root outside.
     """
 
-    def __init__(self, executable: str, system_args: Sequence[str]) -> None:
+    def __init__(self, executable: str, limits: CommandLimits = DEFAULT_LIMITS) -> None:
         self.executable = executable
-        self.system_args = tuple(system_args)
+        self.limits = limits
+        self.system_args = tuple(bwrap_system_args(limits.tmp_bytes))
 
     @property
     def mode(self) -> str:
@@ -133,9 +142,10 @@ class BwrapSandbox:
             *argv,
         ]
         # bwrap itself gets a bare environment: nothing of ours (or the model's) reaches it.
-        return PreparedCommand(
+        prepared = PreparedCommand(
             argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd, pass_fds=(seccomp,)
         )
+        return with_limits(prepared, self.limits)
 
 
 def _run_probe(sandbox: CommandSandbox) -> str | None:
@@ -155,34 +165,36 @@ def _run_probe(sandbox: CommandSandbox) -> str | None:
             return f"{sandbox.mode} probe failed: {exc}"
         finally:
             prepared.close_fds()
+            if prepared.finish is not None:
+                prepared.finish()
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:500]
         return f"{sandbox.mode} probe exited with {done.returncode}: {detail}"
     return None
 
 
-def _probe_bwrap() -> BwrapSandbox | str:
+def _probe_bwrap(limits: CommandLimits) -> BwrapSandbox | str:
     executable = shutil.which("bwrap", path=SYSTEM_SEARCH_PATH)
     if executable is None:
         return "bwrap is not installed"
-    sandbox = BwrapSandbox(executable, bwrap_system_args())
+    sandbox = BwrapSandbox(executable, limits)
     problem = _run_probe(sandbox)
     return problem if problem is not None else sandbox
 
 
-def _probe_landlock() -> LandlockSandbox | str:
+def _probe_landlock(limits: CommandLimits) -> LandlockSandbox | str:
     problem = landlock_problem()
     if problem is not None:
         return problem
-    sandbox = LandlockSandbox()
+    sandbox = LandlockSandbox(limits)
     problem = _run_probe(sandbox)
     return problem if problem is not None else sandbox
 
 
-def _strongest() -> tuple[CommandSandbox | None, list[str]]:
+def _strongest(limits: CommandLimits) -> tuple[CommandSandbox | None, list[str]]:
     problems: list[str] = []
     for probe in (_probe_bwrap, _probe_landlock):
-        found = probe()
+        found = probe(limits)
         if not isinstance(found, str):
             return found, problems
         problems.append(found)
@@ -190,23 +202,24 @@ def _strongest() -> tuple[CommandSandbox | None, list[str]]:
 
 
 @functools.cache
-def select_sandbox(mode: str) -> CommandSandbox:
-    """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once."""
+def select_sandbox(mode: str, limits: CommandLimits = DEFAULT_LIMITS) -> CommandSandbox:
+    """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once
+    per mode and limits."""
     try:
         wanted = SandboxMode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ConfigError(f"unknown sandbox mode {mode!r} (expected one of {choices})") from None
     if wanted is SandboxMode.NONE:
-        return NoSandbox()
+        return NoSandbox(limits)
     if wanted in (SandboxMode.BWRAP, SandboxMode.LANDLOCK):
         probe = _probe_bwrap if wanted is SandboxMode.BWRAP else _probe_landlock
-        found = probe()
+        found = probe(limits)
         if isinstance(found, str):
             log.error("sandbox %s requested but unavailable: %s", wanted.value, found)
             return UnavailableSandbox(wanted.value, found)
         return found
-    sandbox, problems = _strongest()
+    sandbox, problems = _strongest(limits)
     if sandbox is not None:
         if problems:
             log.warning("sandbox: using %s (%s)", sandbox.mode, "; ".join(problems))
@@ -220,4 +233,4 @@ def select_sandbox(mode: str) -> CommandSandbox:
         "agent commands run UNCONFINED with the harness's own file access. "
         "Set STUDIO_SANDBOX=required in production.", reason,
     )
-    return NoSandbox()
+    return NoSandbox(limits)

@@ -30,7 +30,9 @@ from pathlib import Path
 from landlock import FSAccess, LandlockError, Ruleset, landlock_abi_version, plumbing
 
 from services.execution.ports import PreparedCommand
+from services.execution.sandbox_cgroup import with_limits
 from services.execution.sandbox_layout import readable_system_paths
+from services.execution.sandbox_limits import CommandLimits
 
 DEVICES = (
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
@@ -120,6 +122,9 @@ def _restrict(handled: int, rules: Sequence[Rule]) -> None:
 class LandlockSandbox:
     """Applies the Landlock ruleset of :func:`build_rules` to each command."""
 
+    def __init__(self, limits: CommandLimits | None = None) -> None:
+        self.limits = limits if limits is not None else CommandLimits()
+
     @property
     def mode(self) -> str:
         return "landlock"
@@ -129,4 +134,5 @@ class LandlockSandbox:
     ) -> PreparedCommand:
         rules = build_rules(workspace, env)
         preexec: Callable[[], None] = functools.partial(_restrict, _rights()["handled"], rules)
-        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)
+        prepared = PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)
+        return with_limits(prepared, self.limits)

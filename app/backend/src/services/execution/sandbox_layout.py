@@ -102,8 +102,8 @@ def _bind_system_dir(path: str) -> list[str]:
     return []
 
 
-def bwrap_system_args() -> list[str]:
-    """Namespace flags and the read-only system layout (computed once per process)."""
+def bwrap_system_args(tmp_bytes: int) -> list[str]:
+    """Namespace flags and the read-only system layout (computed once per sandbox)."""
     args = [
         "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
         "--die-with-parent", "--new-session", "--cap-drop", "ALL",
@@ -125,7 +125,9 @@ def bwrap_system_args() -> list[str]:
         # bubblewrap leaves these writable; the kernel checks only the host uid on sysctls.
         "--ro-bind", "/proc/sys", "/proc/sys",
         "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
-        "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--dir", "/tmp/home",
+        # Sized: an unsized tmpfs may take half the host's RAM, each.
+        "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+        "--size", str(tmp_bytes), "--tmpfs", "/var/tmp", "--dir", "/tmp/home",
     ]
     return args
 

@@ -192,7 +192,11 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
     try:
         proc = _spawn(prepared)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        _finish(prepared)
         return _not_started(exc, started, cap)
+    except BaseException:
+        _finish(prepared)
+        raise
     pump = _Pump(proc, cap)
     try:
         exited = pump.run_until(started + timeout_s)
@@ -204,10 +208,17 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
         _close(proc.stdout, proc.stderr)
         _kill_group(proc.pid)  # safe: the leader is not reaped before wait()
         returncode = proc.wait()
+        _finish(prepared)
     if not exited:
         return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
     sig = signal.Signals(-returncode).name if returncode < 0 else None
     return CommandOutcome(returncode, sig, pump.out, pump.err, False, _ms(started))
+
+
+def _finish(prepared: PreparedCommand) -> None:
+    """Whatever the sandbox does after a command: every process left in its group killed."""
+    if prepared.finish is not None:
+        prepared.finish()
 
 
 def _close(*pipes: IO[bytes] | None) -> None:

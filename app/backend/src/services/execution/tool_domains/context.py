@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -9,6 +10,7 @@ from services.execution.confinement_root import RootHandle, validate_root
 from services.execution.ports import CommandSandbox, GitAuth, PullRequestPort
 
 DEFAULT_OUTPUT_CAP_BYTES = 64 * 1024
+DEFAULT_MAX_COPY_BYTES = 512 * 1024 * 1024
 DEFAULT_GIT_NAME = "Studio Agent"
 DEFAULT_GIT_EMAIL = "studio-agent@localhost"
 
@@ -31,6 +33,11 @@ class ToolDomainContext:
     git_author_email: str = DEFAULT_GIT_EMAIL
     output_cap_bytes: int = DEFAULT_OUTPUT_CAP_BYTES
     max_command_timeout_s: float = 3600.0
+    # The most bytes one copy_path may write (apparent sizes: a sparse file counts in full).
+    max_copy_bytes: int = DEFAULT_MAX_COPY_BYTES
+    # Called with the bytes a workspace operation is about to write, before it writes them; it
+    # raises (e.g. the workspace's disk cap) to refuse. Wired by the composition root.
+    disk_check: Callable[[int], None] | None = None
     # The open root, made on first use and kept for the life of the context (the execution).
     _root: list[RootHandle] = field(default_factory=list, compare=False, repr=False)
 

@@ -13,6 +13,7 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolArgs
 from services.execution.tool_domains.workspace_io import (
     MAX_FILE_BYTES,
+    check_room,
     failure,
     kind_of,
     kind_of_mode,
@@ -79,6 +80,7 @@ def write_file(args: WriteFileArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     if len(data) > MAX_FILE_BYTES:
         raise failure(ErrorCode.FILE_TOO_LARGE, f"content is larger than {MAX_FILE_BYTES} bytes",
                       target, size=len(data))
+    check_room(ctx, len(data), target)
     created = write_regular(target, data)
     return {"path": target.display, "bytes_written": len(data), "created": created,
             "overwritten": not created}

@@ -148,6 +148,24 @@ def make_parents(target: ResolvedPath) -> None:
         raise
 
 
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+
+
+def check_room(ctx: ToolDomainContext, planned: int, target: ResolvedPath,
+               cap: int | None = None) -> None:
+    """Refuse a write of ``planned`` bytes before any is written: over ``cap``, over what the
+    file system has left (keeping a reserve), or refused by the execution's disk check."""
+    if cap is not None and planned > cap:
+        raise failure(ErrorCode.FILE_TOO_LARGE, f"would write {planned} bytes, over the cap "
+                      f"of {cap}", target, size=planned, max_bytes=cap)
+    free = os.statvfs(target.root)
+    if planned + DISK_RESERVE_BYTES > free.f_bavail * free.f_frsize:
+        raise failure(ErrorCode.FILE_TOO_LARGE, "not enough free disk space for this write",
+                      target, size=planned, reason="disk_full")
+    if ctx.disk_check is not None:
+        ctx.disk_check(planned)
+
+
 def write_regular(target: ResolvedPath, data: bytes, *, exclusive: bool = False,
                   mode: int = 0o666) -> bool:
     """Write ``data`` to ``target``, creating parents; returns whether the file was created."""
@@ -171,7 +189,9 @@ def copy_regular(source: ResolvedPath, destination: ResolvedPath) -> int:
         dst_fd, _ = _open_regular(destination, _WRITE_FLAGS | os.O_EXCL)
         with os.fdopen(dst_fd, "wb") as dst:
             copied = 0
-            while chunk := src.read(1024 * 1024):
+            # Never more than the size checked before the copy, should the file grow meanwhile.
+            while copied < st.st_size and (chunk := src.read(min(1024 * 1024,
+                                                                 st.st_size - copied))):
                 dst.write(chunk)
                 copied += len(chunk)
             # Never the set-user/group-ID or sticky bits: a set-user-ID copy would run as its

@@ -22,10 +22,12 @@ from services.execution.errors import ErrorCode
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolArgs
 from services.execution.tool_domains.workspace_io import (
+    check_room,
     copy_regular,
     failure,
     guard_subtree,
     kind_of,
+    lstat_entry,
     make_parents,
     os_errors,
     resolve,
@@ -134,6 +136,8 @@ def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
     plan = list(walk(source, recursive=True, include_hidden=True, report=report))
     moved = [PurePosixPath(e.path.relative.relative_to(source.relative)) for e in plan]
     guard_subtree(ctx, destination.display, destination.relative, moved)
+    planned = sum(e.size for e in plan if e.kind == "file")
+    check_room(ctx, planned, destination, ctx.max_copy_bytes)
     counts = {"files_copied": 0, "dirs_created": 1, "symlinks_copied": 0, "bytes_copied": 0}
     _mkdir(destination)
     for entry, rel in zip(plan, moved, strict=True):
@@ -159,6 +163,9 @@ def copy_path(args: TransferArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     source = resolve(ctx, args.source)
     destination = resolve(ctx, args.destination, write=True, follow_final=False)
     kind = _existing(source)
+    if kind != "dir":
+        # Apparent size: a sparse file's holes become real blocks in the copy.
+        check_room(ctx, lstat_entry(source).st_size, destination, ctx.max_copy_bytes)
     replaced = _prepare_destination(ctx, source, destination, args.overwrite)
     if kind == "dir":
         counts = _copy_tree(ctx, source, destination)

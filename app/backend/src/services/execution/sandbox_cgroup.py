@@ -1,0 +1,222 @@
+"""One cgroup per sandboxed command, where the host lets the harness make one.
+
+Supported layouts: cgroup v1 with the ``memory`` and ``pids`` hierarchies mounted under
+``/sys/fs/cgroup/`` (this machine), and cgroup v2 (``/sys/fs/cgroup`` unified, a delegated
+subtree as in a Kubernetes pod run as root). The group is made beneath the harness's own group in
+each hierarchy, so the deployment's limits (the pod's) still hold above it.
+
+:func:`cgroup_layout` finds, once per process, which hierarchies accept a new group; when none
+does (a non-root container), commands get rlimits only (:mod:`~services.execution.sandbox_limits`).
+A :class:`CommandGroup` is created before the command starts, joined by the child before
+``exec`` and, when the command ends, emptied (every process left in it killed: a ``setsid``
+child cannot outlive its command) and removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import functools
+import logging
+import os
+import signal
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from services.execution.ports import PreparedCommand
+from services.execution.sandbox_limits import CommandLimits, apply_rlimits
+
+log = logging.getLogger(__name__)
+
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+KILL_DEADLINE_S = 10.0
+_PREFIX = "studio-cmd-"
+
+
+@dataclass(frozen=True)
+class CgroupLayout:
+    """Where this process may make command groups: a parent directory per controller."""
+
+    version: int
+    memory: Path | None
+    pids: Path | None
+
+
+def _own_group(controller: str) -> str | None:
+    """This process's group path in the hierarchy of ``controller`` ("" for v2)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        _, controllers, path = line.split(":", 2)
+        if controller in controllers.split(","):
+            return path
+    return None
+
+
+def _can_make_group(parent: Path) -> bool:
+    probe = parent / f"{_PREFIX}probe-{uuid.uuid4().hex[:8]}"
+    try:
+        probe.mkdir()
+    except OSError:
+        return False
+    with contextlib.suppress(OSError):
+        probe.rmdir()
+    return True
+
+
+def _v1_parent(controller: str) -> Path | None:
+    own = _own_group(controller)
+    mount = CGROUP_ROOT / controller
+    if own is None or not (mount / "cgroup.procs").exists():
+        return None
+    parent = mount / own.lstrip("/")
+    return parent if _can_make_group(parent) else None
+
+
+def _v2_parent() -> Path | None:
+    own = _own_group("")
+    if own is None or not (CGROUP_ROOT / "cgroup.controllers").exists():
+        return None
+    parent = CGROUP_ROOT / own.lstrip("/")
+    enabled = (parent / "cgroup.subtree_control").read_text().split()
+    if not {"memory", "pids"} <= set(enabled):
+        return None
+    return parent if _can_make_group(parent) else None
+
+
+@functools.cache
+def cgroup_layout() -> CgroupLayout | None:
+    """The hierarchies this process may make groups in (probed once), or None."""
+    if os.geteuid() != 0 and not os.access(CGROUP_ROOT, os.W_OK):
+        return None
+    with contextlib.suppress(OSError, ValueError):
+        v2 = _v2_parent()
+        if v2 is not None:
+            return CgroupLayout(2, v2, v2)
+    memory, pids = _v1_parent("memory"), _v1_parent("pids")
+    if memory is None and pids is None:
+        return None
+    return CgroupLayout(1, memory, pids)
+
+
+def _write(path: Path, value: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
+    try:
+        os.write(fd, value.encode())
+    finally:
+        os.close(fd)
+
+
+class CommandGroup:
+    """The group(s) of one command: made, joined by the child, then emptied and removed."""
+
+    def __init__(self, layout: CgroupLayout, limits: CommandLimits) -> None:
+        name = f"{_PREFIX}{uuid.uuid4().hex}"
+        self.layout = layout
+        self.dirs: list[Path] = []
+        for parent in dict.fromkeys(p for p in (layout.memory, layout.pids) if p is not None):
+            directory = parent / name
+            directory.mkdir()
+            self.dirs.append(directory)
+        try:
+            self._limit(name, limits)
+        except OSError:
+            self.remove()
+            raise
+
+    @property
+    def holds_memory(self) -> bool:
+        return self.layout.memory is not None
+
+    @property
+    def holds_processes(self) -> bool:
+        return self.layout.pids is not None
+
+    def _limit(self, name: str, limits: CommandLimits) -> None:
+        if self.layout.version == 2:
+            directory = self.dirs[0]
+            _write(directory / "memory.max", str(limits.memory_bytes))
+            with contextlib.suppress(OSError):  # no swap accounting: nothing to cap
+                _write(directory / "memory.swap.max", "0")
+            _write(directory / "pids.max", str(limits.processes))
+            return
+        if self.layout.memory is not None:
+            _write(self.layout.memory / name / "memory.limit_in_bytes", str(limits.memory_bytes))
+        if self.layout.pids is not None:
+            _write(self.layout.pids / name / "pids.max", str(limits.processes))
+
+    def join(self) -> None:
+        """Move the calling process (the forked child) into every group."""
+        pid = str(os.getpid())
+        for directory in self.dirs:
+            _write(directory / "cgroup.procs", pid)
+
+    def _members(self) -> set[int]:
+        found: set[int] = set()
+        for directory in self.dirs:
+            with contextlib.suppress(OSError):
+                found.update(int(p) for p in (directory / "cgroup.procs").read_text().split())
+        return found
+
+    def kill_all(self) -> bool:
+        """Kill every process in the group until it is empty; False if some survived."""
+        if self.layout.version == 2:
+            with contextlib.suppress(OSError):
+                _write(self.dirs[0] / "cgroup.kill", "1")
+        deadline = time.monotonic() + KILL_DEADLINE_S
+        while (members := self._members()) and time.monotonic() < deadline:
+            for pid in members:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            time.sleep(0.01)
+        return not self._members()
+
+    def remove(self) -> None:
+        """Remove the (empty) groups; one still busy is left and logged."""
+        for directory in self.dirs:
+            for _ in range(50):
+                try:
+                    directory.rmdir()
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.01)
+            else:
+                log.warning("cgroup %s is still busy; left in place", directory)
+
+    def close(self) -> None:
+        """Kill what is left of the command, then remove its groups."""
+        self.kill_all()
+        self.remove()
+
+
+def _limited_preexec(group: CommandGroup | None, limits: CommandLimits,
+                     then: Callable[[], None] | None) -> None:
+    """In the child: join the group (before any Landlock rule forbids it), rlimits, then the
+    sandbox's own step."""
+    if group is not None:
+        group.join()
+    apply_rlimits(limits, memory_in_cgroup=group is not None and group.holds_memory,
+                  processes_in_cgroup=group is not None and group.holds_processes)
+    if then is not None:
+        then()
+
+
+def with_limits(prepared: PreparedCommand, limits: CommandLimits) -> PreparedCommand:
+    """``prepared`` with the limits applied in its child, and its group closed when it ends."""
+    layout = cgroup_layout()
+    group: CommandGroup | None = None
+    if layout is not None:
+        try:
+            group = CommandGroup(layout, limits)
+        except OSError as exc:
+            log.warning("no cgroup for this command (%s); rlimits only", exc)
+    preexec = functools.partial(_limited_preexec, group, limits, prepared.preexec)
+    finish = group.close if group is not None else None
+    return dataclasses.replace(prepared, preexec=preexec, finish=finish)
