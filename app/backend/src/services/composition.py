@@ -11,8 +11,8 @@ from pathlib import Path
 from services.execution.errors import ConfigError
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
 from services.execution.providers.replay import ReplayClient, load_script
-from services.execution.sandbox import CommandLimits, select_sandbox
-from services.settings import StudioSettings, process_environment
+from services.execution.sandbox import UNCONFINED_WARNING, CommandLimits, select_sandbox
+from services.settings import StudioSettings, is_production, process_environment
 
 PROVIDERS = ("codex", "gemini", "claude", "replay")
 DEFAULT_MODELS = {
@@ -81,4 +81,12 @@ def command_limits(settings: StudioSettings) -> CommandLimits:
 
 def command_sandbox(settings: StudioSettings) -> CommandSandbox:
     """The sandbox of this process (the mode and limits are fixed per process)."""
-    return select_sandbox(settings.sandbox.value, command_limits(settings))
+    return select_sandbox(settings.sandbox.value, command_limits(settings),
+                          production=is_production(settings))
+
+
+def sandbox_report(settings: StudioSettings) -> dict[str, str | None]:
+    """The sandbox this process uses, and the warning an operator must see when it is none."""
+    sandbox = command_sandbox(settings)
+    warning = UNCONFINED_WARNING if sandbox.mode == "none" else None
+    return {"configured": settings.sandbox.value, "mode": sandbox.mode, "warning": warning}

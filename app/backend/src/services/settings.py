@@ -31,6 +31,8 @@ class StudioSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STUDIO_", extra="ignore")
 
     sandbox: SandboxMode = SandboxMode.AUTO
+    # STUDIO_ENV: "production" refuses every command when no sandbox works (never unconfined).
+    env: str = "development"
     # Limits of every sandboxed command (its whole process tree where a cgroup is available).
     sandbox_memory_mb: int = Field(default=4096, ge=64)
     sandbox_processes: int = Field(default=1024, ge=8)
@@ -64,6 +66,11 @@ class StudioSettings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+
+def is_production(settings: StudioSettings) -> bool:
+    """Whether this deployment says it is production (``STUDIO_ENV=production``)."""
+    return settings.env.strip().lower() == "production"
 
 
 @lru_cache(maxsize=1)

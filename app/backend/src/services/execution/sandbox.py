@@ -8,7 +8,8 @@
 * ``required``: the same order, but with nothing working every command is refused with
   ``sandbox_unavailable``;
 * ``bwrap`` / ``landlock``: that one, or refusals when it does not work;
-* ``none``: commands run unconfined (development only).
+* ``none``: commands run unconfined (development only): every command logs a warning and its
+  result carries one; refused (every command ``sandbox_unavailable``) in production.
 
 Probing runs a real ``true`` under the sandbox once per mode and process; the result is cached.
 
@@ -45,6 +46,10 @@ log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 20.0
 DEFAULT_LIMITS = CommandLimits()
+UNCONFINED_WARNING = (
+    "NO COMMAND SANDBOX: agent commands run UNCONFINED, with the harness's own file access, "
+    "network and processes (STUDIO_SANDBOX=none or nothing works); never use this in production"
+)
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_TMP = "/tmp"
 
@@ -72,6 +77,7 @@ class NoSandbox:
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
+        log.warning("%s (command in %s)", UNCONFINED_WARNING, workspace)
         return with_limits(PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd), self.limits)
 
 
@@ -201,16 +207,28 @@ def _strongest(limits: CommandLimits) -> tuple[CommandSandbox | None, list[str]]
     return None, problems
 
 
-@functools.cache
-def select_sandbox(mode: str, limits: CommandLimits = DEFAULT_LIMITS) -> CommandSandbox:
+def select_sandbox(mode: str, limits: CommandLimits = DEFAULT_LIMITS, *,
+                   production: bool = False) -> CommandSandbox:
     """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once
-    per mode and limits."""
+    per mode and limits. In ``production``, no sandbox is no command: a mode that ends unconfined
+    refuses every command instead."""
+    chosen = _select(mode, limits)
+    if production and isinstance(chosen, NoSandbox):
+        log.error("STUDIO_SANDBOX=%s would run commands unconfined; refused in production", mode)
+        return UnavailableSandbox(mode, "running commands without a sandbox is refused in "
+                                        "production (STUDIO_ENV=production)")
+    return chosen
+
+
+@functools.cache
+def _select(mode: str, limits: CommandLimits) -> CommandSandbox:
     try:
         wanted = SandboxMode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ConfigError(f"unknown sandbox mode {mode!r} (expected one of {choices})") from None
     if wanted is SandboxMode.NONE:
+        log.warning(UNCONFINED_WARNING)
         return NoSandbox(limits)
     if wanted in (SandboxMode.BWRAP, SandboxMode.LANDLOCK):
         probe = _probe_bwrap if wanted is SandboxMode.BWRAP else _probe_landlock
