@@ -7,6 +7,7 @@ Run as root (as CI does): that is where the findings mattered.
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from pathlib import Path
@@ -113,6 +114,31 @@ def test_dangerous_kernel_interfaces_are_refused(
 ) -> None:
     result = _run(bwrap_ctx, script)
     assert result["exit_code"] != 0, result
+
+
+SYSCALL_PROBE = """
+import ctypes, platform, sys
+numbers = {"x86_64": {"ptrace": 101, "bpf": 321, "perf_event_open": 298, "userfaultfd": 323,
+                      "kexec_load": 246, "mount": 165, "keyctl": 250},
+           "aarch64": {"ptrace": 117, "bpf": 280, "perf_event_open": 241, "userfaultfd": 282,
+                       "kexec_load": 104, "mount": 40, "keyctl": 219}}[platform.machine()]
+libc = ctypes.CDLL(None, use_errno=True)
+for name, nr in numbers.items():
+    result = libc.syscall(nr, 0, 0, 0, 0, 0)
+    print(name, result, ctypes.get_errno())
+"""
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+def test_the_seccomp_filter_answers_eperm(workspace: Path, mode: str) -> None:
+    ctx = command_context(workspace, _sandbox(mode))
+    envelope = run_command(ctx, argv=["python3", "-c", SYSCALL_PROBE])
+    assert envelope["ok"] is True, envelope
+    lines = envelope["result"]["stdout"].splitlines()
+    assert len(lines) == 7, envelope
+    for line in lines:
+        name, result, err = line.split()
+        assert (result, int(err)) == ("-1", errno.EPERM), line
 
 
 def test_ordinary_work_still_runs(bwrap_ctx: ToolDomainContext, workspace: Path) -> None:
