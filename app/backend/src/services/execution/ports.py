@@ -29,6 +29,10 @@ class PreparedCommand:
     # Descriptors the child inherits (a seccomp program for bwrap); the runner closes them in the
     # parent once the child started, or when it could not start.
     pass_fds: tuple[int, ...] = ()
+    # The child's stdin (None: empty); a gate the child waits on before its program starts.
+    stdin: int | None = None
+    # Called by the runner with the child's pid right after it started (places it in its cgroup).
+    on_start: Callable[[int], None] | None = None
     # Called by the runner once the command ended (kills what is left of it, frees its cgroup).
     finish: Callable[[], None] | None = None
 

@@ -162,21 +162,36 @@ def _run_probe(sandbox: CommandSandbox) -> str | None:
         env = {"PATH": SYSTEM_SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch}
         prepared = sandbox.prepare(["true"], workspace=root / "ws", cwd=root / "ws", env=env)
         try:
-            done = subprocess.run(
-                prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S,
-                check=False, pass_fds=prepared.pass_fds,
-            )
+            done = _probe_once(prepared)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{sandbox.mode} probe failed: {exc}"
         finally:
-            prepared.close_fds()
             if prepared.finish is not None:
                 prepared.finish()
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:500]
         return f"{sandbox.mode} probe exited with {done.returncode}: {detail}"
     return None
+
+
+def _probe_once(prepared: PreparedCommand) -> subprocess.CompletedProcess[bytes]:
+    try:
+        proc = subprocess.Popen(
+            prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
+            stdin=subprocess.DEVNULL if prepared.stdin is None else prepared.stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=prepared.pass_fds,
+        )
+    finally:
+        prepared.close_fds()
+    with proc:
+        try:
+            if prepared.on_start is not None:
+                prepared.on_start(proc.pid)
+            out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(prepared.argv, proc.returncode, out, err)
 
 
 def _probe_bwrap(limits: CommandLimits) -> BwrapSandbox | str:

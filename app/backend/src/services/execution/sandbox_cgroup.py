@@ -150,11 +150,11 @@ class CommandGroup:
         if self.layout.pids is not None:
             _write(self.layout.pids / name / "pids.max", str(limits.processes))
 
-    def join(self) -> None:
-        """Move the calling process (the forked child) into every group."""
-        pid = str(os.getpid())
+    def join(self, pid: int = 0) -> None:
+        """Move process ``pid`` (0: the calling process, a forked child) into every group."""
+        text = str(pid or os.getpid())
         for directory in self.dirs:
-            _write(directory / "cgroup.procs", pid)
+            _write(directory / "cgroup.procs", text)
 
     def _members(self) -> set[int]:
         found: set[int] = set()
@@ -208,15 +208,75 @@ def _limited_preexec(group: CommandGroup | None, limits: CommandLimits,
         then()
 
 
-def with_limits(prepared: PreparedCommand, limits: CommandLimits) -> PreparedCommand:
-    """``prepared`` with the limits applied in its child, and its group closed when it ends."""
+# The child waits on stdin for the harness to place it (cgroup, rlimits), then runs the command
+# with stdin empty. A program that cannot be found answers like the runner would (127).
+GATE_SCRIPT = (
+    'read -r go && [ "$go" = go ] || exit 125; exec </dev/null; '
+    'command -v "$1" >/dev/null 2>&1 || '
+    '{ echo "cannot execute: No such file or directory" >&2; exit 127; }; exec "$@"'
+)
+GATE_SHELL = "/bin/sh"
+
+
+class _Gate:
+    """A pipe the child reads ``go`` from once the harness has placed it."""
+
+    def __init__(self, group: CommandGroup | None, limits: CommandLimits) -> None:
+        self.group = group
+        self.limits = limits
+        self.read_fd, self.write_fd = os.pipe()
+        self.open_fds = [self.read_fd, self.write_fd]
+
+    def release(self, pid: int) -> None:
+        """Runs in the harness right after the child started: place it, then let it go on."""
+        self._close(self.read_fd)
+        if self.group is not None:
+            self.group.join(pid)
+        apply_rlimits(self.limits, pid=pid,
+                      memory_in_cgroup=self.group is not None and self.group.holds_memory,
+                      processes_in_cgroup=self.group is not None and self.group.holds_processes)
+        os.write(self.write_fd, b"go\n")
+        self._close(self.write_fd)
+
+    def _close(self, fd: int) -> None:
+        if fd in self.open_fds:
+            self.open_fds.remove(fd)
+            os.close(fd)
+
+    def finish(self) -> None:
+        for fd in list(self.open_fds):
+            self._close(fd)
+        if self.group is not None:
+            self.group.close()
+
+
+def _group(limits: CommandLimits) -> CommandGroup | None:
     layout = cgroup_layout()
-    group: CommandGroup | None = None
-    if layout is not None:
-        try:
-            group = CommandGroup(layout, limits)
-        except OSError as exc:
-            log.warning("no cgroup for this command (%s); rlimits only", exc)
-    preexec = functools.partial(_limited_preexec, group, limits, prepared.preexec)
-    finish = group.close if group is not None else None
-    return dataclasses.replace(prepared, preexec=preexec, finish=finish)
+    if layout is None:
+        return None
+    try:
+        return CommandGroup(layout, limits)
+    except OSError as exc:
+        log.warning("no cgroup for this command (%s); rlimits only", exc)
+        return None
+
+
+def with_limits(prepared: PreparedCommand, limits: CommandLimits, *,
+                in_child: bool = False) -> PreparedCommand:
+    """``prepared`` with the limits applied before its program starts, and its group closed
+    when it ends.
+
+    ``in_child``: applied in the forked child (for a sandbox that needs a ``preexec`` anyway).
+    Otherwise the command starts behind a ``/bin/sh`` gate and the harness applies them to the
+    waiting child: a ``preexec`` would make every spawn a full ``fork`` of the harness.
+    """
+    group = _group(limits)
+    if in_child:
+        preexec = functools.partial(_limited_preexec, group, limits, prepared.preexec)
+        finish = group.close if group is not None else None
+        return dataclasses.replace(prepared, preexec=preexec, finish=finish)
+    gate = _Gate(group, limits)
+    return dataclasses.replace(
+        prepared, argv=[GATE_SHELL, "-c", GATE_SCRIPT, "studio-gate", *prepared.argv],
+        stdin=gate.read_fd, on_start=gate.release, finish=gate.finish,
+    )

@@ -149,4 +149,4 @@ class LandlockSandbox:
             confine_child, _rights()["handled"], rules, cap_last_cap(), platform.machine()
         )
         prepared = PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)
-        return with_limits(prepared, self.limits)
+        return with_limits(prepared, self.limits, in_child=True)

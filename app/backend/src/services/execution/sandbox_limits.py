@@ -3,7 +3,8 @@
 :class:`CommandLimits` holds the numbers (configurable, with safe defaults); the command's
 private ``/tmp`` and ``/var/tmp`` are sized from it too (bubblewrap ``--size``).
 
-They are applied in two layers, in the forked child before ``exec``:
+They are applied in two layers, before the command's program starts (in the forked child, or by
+the harness while the child waits at a gate):
 
 * a **cgroup** per command where this host lets the harness make one
   (:mod:`~services.execution.sandbox_cgroup`): ``memory`` and ``pids`` limits that hold for the
@@ -34,22 +35,22 @@ class CommandLimits:
     tmp_bytes: int = 1 * GiB
 
 
-def _set(which: int, value: int) -> None:
-    soft, hard = resource.getrlimit(which)
+def _set(pid: int, which: int, value: int, extra: int = 0) -> None:
+    soft, hard = resource.prlimit(pid, which)
     cap = value if hard == resource.RLIM_INFINITY else min(value, hard)
-    resource.setrlimit(which, (cap, cap))
+    top = cap + extra if hard == resource.RLIM_INFINITY else min(cap + extra, hard)
+    resource.prlimit(pid, which, (cap, top))
 
 
 def apply_rlimits(limits: CommandLimits, *, memory_in_cgroup: bool,
-                  processes_in_cgroup: bool) -> None:
-    """Set the rlimits of the calling process (the forked child, before ``exec``)."""
-    _set(resource.RLIMIT_NOFILE, limits.open_files)
-    _set(resource.RLIMIT_FSIZE, limits.file_size_bytes)
-    soft, hard = resource.getrlimit(resource.RLIMIT_CPU)
-    if hard == resource.RLIM_INFINITY or hard > limits.cpu_seconds:
-        # The soft limit sends SIGXCPU, the hard one SIGKILL a few seconds later.
-        resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_seconds, limits.cpu_seconds + 5))
+                  processes_in_cgroup: bool, pid: int = 0) -> None:
+    """Set the rlimits of process ``pid`` (0: the calling process, a forked child before
+    ``exec``; else a child held at the gate of :mod:`~services.execution.sandbox_cgroup`)."""
+    _set(pid, resource.RLIMIT_NOFILE, limits.open_files)
+    _set(pid, resource.RLIMIT_FSIZE, limits.file_size_bytes)
+    # The soft limit sends SIGXCPU, the hard one SIGKILL a few seconds later.
+    _set(pid, resource.RLIMIT_CPU, limits.cpu_seconds, extra=5)
     if not memory_in_cgroup:
-        _set(resource.RLIMIT_AS, limits.memory_bytes)
+        _set(pid, resource.RLIMIT_AS, limits.memory_bytes)
     if not processes_in_cgroup:
-        _set(resource.RLIMIT_NPROC, limits.processes)
+        _set(pid, resource.RLIMIT_NPROC, limits.processes)
