@@ -9,6 +9,7 @@ outside); now it fails.
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Callable
 from pathlib import Path, PurePosixPath
@@ -129,3 +130,13 @@ def test_a_root_beneath_the_workspaces_is_accepted(workspace: Path) -> None:
         validate_root("/")
     with pytest.raises(ConfinementViolation):
         _ctx(Path("/")).root_handle()
+
+
+def test_a_context_for_another_root_gets_its_own_handle(workspace: Path, tmp_path: Path) -> None:
+    other = tmp_path / "other-ws"
+    other.mkdir()
+    ctx = _ctx(workspace)
+    assert ctx.resolved_workspace_root() == Path(os.path.realpath(workspace))
+    moved = dataclasses.replace(ctx, workspace_root=other)
+    assert moved.resolved_workspace_root() == Path(os.path.realpath(other))
+    assert ctx.root_handle() is not moved.root_handle()

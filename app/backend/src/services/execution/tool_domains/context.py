@@ -38,8 +38,9 @@ class ToolDomainContext:
     # Called with the bytes a workspace operation is about to write, before it writes them; it
     # raises (e.g. the workspace's disk cap) to refuse. Wired by the composition root.
     disk_check: Callable[[int], None] | None = None
-    # The open root, made on first use and kept for the life of the context (the execution).
-    _root: list[RootHandle] = field(default_factory=list, compare=False, repr=False)
+    # The open root, made on first use and kept for the life of the context (the execution);
+    # not an argument, so dataclasses.replace() never carries it to a context for another root.
+    _root: list[RootHandle] = field(default_factory=list, init=False, compare=False, repr=False)
 
     def root_handle(self) -> RootHandle:
         """The execution's root, held open; every workspace path is opened beneath it.
