@@ -13,6 +13,7 @@ sequence counter atomic across processes).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import os
 from collections.abc import Iterator
@@ -64,12 +65,14 @@ def _private_file(path: Path) -> None:
     if not path.parent.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
         os.chmod(path.parent, 0o700)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    # Never open (and close) an existing database file: closing any descriptor of it drops the
+    # POSIX locks SQLite holds through other connections of this process.
     try:
-        if os.fstat(fd).st_mode & 0o077:
-            os.fchmod(fd, 0o600)
-    finally:
-        os.close(fd)
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            with contextlib.suppress(PermissionError):  # not ours: leave it as it is
+                os.chmod(path, 0o600)
 
 
 def create_db_engine(url: str) -> Engine:
