@@ -8,6 +8,7 @@ without harming the machine. Before issue 19 there was no limit: each test below
 from __future__ import annotations
 
 import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,7 @@ import pytest
 
 from services.execution.ports import CommandSandbox
 from services.execution.sandbox import select_sandbox
-from services.execution.sandbox_cgroup import cgroup_layout
+from services.execution.sandbox_cgroup import cgroup_layout, sweep_stale_groups
 from services.execution.sandbox_limits import CommandLimits, MiB
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
@@ -116,3 +117,32 @@ def test_the_private_tmp_is_sized(workspace: Path) -> None:
     for place in ("/tmp", "/var/tmp"):
         result = _run(ctx, command=f"df -B1 --output=size {place} | tail -1")
         assert int(result["stdout"].strip()) <= SMALL.tmp_bytes, result
+
+
+def test_stale_empty_groups_are_swept() -> None:
+    """A harness killed mid-command leaves its (empty) group behind; the next one removes it."""
+    layout = cgroup_layout()
+    if layout is None or layout.pids is None:
+        if IN_CI:
+            pytest.fail("no cgroup here")
+        pytest.skip("no cgroup here")
+    parent = layout.pids / f"studio-test-sweep-{os.getpid()}"  # apart from live groups
+    parent.mkdir()
+    groups = [parent / "studio-cmd-old", parent / "studio-cmd-busy"]
+    try:
+        for group in groups:
+            group.mkdir()
+        holder = subprocess.Popen(["sleep", "60"])
+        try:
+            (groups[1] / "cgroup.procs").write_text(str(holder.pid))
+            assert sweep_stale_groups(parent) == 0  # too young: maybe about to be joined
+            assert sweep_stale_groups(parent, older_than_s=0) == 1
+            assert not groups[0].exists() and groups[1].exists()  # a live command's stays
+        finally:
+            holder.kill()
+            holder.wait()
+    finally:
+        for group in groups:
+            if group.exists():
+                group.rmdir()
+        parent.rmdir()

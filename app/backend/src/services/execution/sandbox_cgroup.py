@@ -7,9 +7,10 @@ each hierarchy, so the deployment's limits (the pod's) still hold above it.
 
 :func:`cgroup_layout` finds, once per process, which hierarchies accept a new group; when none
 does (a non-root container), commands get rlimits only (:mod:`~services.execution.sandbox_limits`).
-A :class:`CommandGroup` is created before the command starts, joined by the child before
-``exec`` and, when the command ends, emptied (every process left in it killed: a ``setsid``
-child cannot outlive its command) and removed.
+A :class:`CommandGroup` is created before the command starts, joined by the child before its
+program runs and, when the command ends, emptied (every process left in it killed: a ``setsid``
+child cannot outlive its command) and removed. Groups left by a harness killed mid-command are
+swept (empty and older than ten minutes) when the next process probes the layout.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ log = logging.getLogger(__name__)
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 KILL_DEADLINE_S = 10.0
+STALE_AFTER_S = 600.0
 _PREFIX = "studio-cmd-"
 
 
@@ -89,19 +91,44 @@ def _v2_parent() -> Path | None:
     return parent if _can_make_group(parent) else None
 
 
+def sweep_stale_groups(parent: Path, older_than_s: float = STALE_AFTER_S) -> int:
+    """Remove empty command groups left by a harness that died mid-command; the count.
+
+    Only groups older than ``older_than_s`` are tried (a group another process just made is
+    empty until its child joins), and ``rmdir`` refuses a group that still has processes.
+    """
+    removed = 0
+    now = time.time()
+    for directory in parent.glob(f"{_PREFIX}*"):
+        try:
+            if older_than_s > 0 and now - directory.stat().st_mtime < older_than_s:
+                continue
+            directory.rmdir()
+            removed += 1
+        except OSError:
+            continue  # busy (a live command) or gone
+    return removed
+
+
 @functools.cache
 def cgroup_layout() -> CgroupLayout | None:
-    """The hierarchies this process may make groups in (probed once), or None."""
+    """The hierarchies this process may make groups in (probed once, sweeping stale groups),
+    or None."""
     if os.geteuid() != 0 and not os.access(CGROUP_ROOT, os.W_OK):
         return None
+    layout: CgroupLayout | None = None
     with contextlib.suppress(OSError, ValueError):
         v2 = _v2_parent()
         if v2 is not None:
-            return CgroupLayout(2, v2, v2)
-    memory, pids = _v1_parent("memory"), _v1_parent("pids")
-    if memory is None and pids is None:
-        return None
-    return CgroupLayout(1, memory, pids)
+            layout = CgroupLayout(2, v2, v2)
+    if layout is None:
+        memory, pids = _v1_parent("memory"), _v1_parent("pids")
+        if memory is None and pids is None:
+            return None
+        layout = CgroupLayout(1, memory, pids)
+    for parent in {p for p in (layout.memory, layout.pids) if p is not None}:
+        sweep_stale_groups(parent)
+    return layout
 
 
 def _write(path: Path, value: str) -> None:
