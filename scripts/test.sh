@@ -11,3 +11,9 @@ echo "== import contracts" && lint-imports
 echo "== docs" && sphinx-build -q -W --keep-going -b html docs/sphinx docs/sphinx/_build/html
 echo "== pytest"
 pytest "$@"
+# The confinement corpus and its property tests, once more under each real sandbox (issue 19).
+for mode in bwrap landlock; do
+  echo "== confinement corpus under $mode"
+  STUDIO_CONFINEMENT_SANDBOX=$mode pytest -q tests/unit/execution/test_confinement_cases.py \
+    tests/unit/execution/test_confinement_property.py
+done

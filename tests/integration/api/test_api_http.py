@@ -27,6 +27,7 @@ def test_public_health_and_openapi(api: ApiServer) -> None:
         assert client.get("/healthz").json() == {"ok": True}
         ready = client.get("/readyz")
         assert ready.status_code == 200 and ready.json()["database"]["migrated"] is True
+        assert ready.json()["sandbox"]["mode"] in ("bwrap", "landlock", "none")
         spec = client.get("/openapi.json").json()
         assert "/api/executions" in spec["paths"]
         assert "HTTPBearer" in spec["components"]["securitySchemes"]

@@ -177,13 +177,18 @@ def _optional_domain(name: str) -> tuple[ToolSpec, ...] | None:
 
 
 def _plain_sandbox() -> Any:
-    """The unsandboxed command runner when the sandbox module exists: the command rows check
-    that ``cwd`` is refused before anything runs, not the sandbox itself."""
+    """The command runner when the sandbox module exists: unsandboxed by default (the command
+    rows check that ``cwd`` is refused before anything runs, not the sandbox itself), or the
+    mode named by ``STUDIO_CONFINEMENT_SANDBOX`` (CI runs the corpus once per mode)."""
     try:
         module = importlib.import_module("services.execution.sandbox")
     except ImportError:
         return None
-    return module.NoSandbox()
+    mode = os.environ.get("STUDIO_CONFINEMENT_SANDBOX", "none")
+    sandbox = module.select_sandbox(mode)
+    if sandbox.mode != mode:
+        raise RuntimeError(f"sandbox {mode} is unavailable here: {sandbox.reason}")
+    return sandbox
 
 
 @dataclass

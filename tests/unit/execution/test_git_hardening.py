@@ -255,3 +255,30 @@ def test_redaction_of_credential_shapes() -> None:
     for leaked in ("s3cr3t-value", "abc.def", "user:pw", "ghp_"):
         assert leaked not in cleaned
     assert cleaned.count(REDACTED) == 4
+
+
+def test_a_planted_core_worktree_does_not_move_the_harness_outside(repo: Repo) -> None:
+    """``core.worktree`` in ``.git/config`` once made diff read, and restore write, outside."""
+    planted = repo.outside / "README.md"
+    planted.write_text("OUTSIDE-CONTENT\n")
+    sh(repo.ws, "config", "core.worktree", str(repo.outside))
+    assert "OUTSIDE-CONTENT" in sh(repo.ws, "diff")  # control: plain git goes there
+    ctx = context(repo.ws)
+    shown = ok(call(ctx, "diff"))
+    assert "OUTSIDE-CONTENT" not in json.dumps(shown)
+    (repo.ws / "README.md").write_text("changed inside\n")
+    ok(call(ctx, "restore", paths=["README.md"]))
+    assert planted.read_text() == "OUTSIDE-CONTENT\n"
+    assert (repo.ws / "README.md").read_text() == "# demo\nline two\n"
+
+
+@pytest.mark.parametrize("kind", ["symlink", "gitfile"])
+def test_a_dot_git_that_is_not_a_directory_is_refused(repo: Repo, kind: str) -> None:
+    real = repo.ws / ".git"
+    moved = repo.outside / "moved.git"
+    real.rename(moved)
+    if kind == "symlink":
+        real.symlink_to(moved)
+    else:
+        real.write_text(f"gitdir: {moved}\n")
+    assert error_code(call(context(repo.ws), "status")) == "git_error"

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.tool_domains import workspace
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
@@ -283,3 +285,47 @@ def test_idempotent_replay_does_not_repeat(ws: Workspace) -> None:
     (ws.root / "once.txt").unlink()
     second = ws.dispatcher.dispatch(call, ws.ctx)
     assert first == second and not (ws.root / "once.txt").exists()
+
+
+def test_copy_path_never_carries_set_id_bits(ws: Workspace) -> None:
+    """A set-user-ID copy would run as its owner (the harness, root in CI) for anyone."""
+    tool = ws.root / "tool"
+    tool.write_bytes(b"#!/bin/sh\n")
+    os.chmod(tool, 0o6755)
+    ws.ok("copy_path", source="tool", destination="copy")
+    os.makedirs(ws.root / "d")
+    os.rename(tool, ws.root / "d" / "tool")
+    ws.ok("copy_path", source="d", destination="d2")
+    for copy in (ws.root / "copy", ws.root / "d2" / "tool"):
+        assert oct(copy.stat().st_mode & 0o7777) == oct(0o755)
+
+
+def test_copy_of_a_sparse_file_is_refused_before_writing(ws: Workspace) -> None:
+    """``truncate -s 1T`` then copy_path once filled the disk: holes become real blocks."""
+    with open(ws.root / "sparse.bin", "wb") as handle:
+        handle.truncate(1024**4)
+    assert ws.error("copy_path", source="sparse.bin", destination="copy.bin") == "file_too_large"
+    assert not (ws.root / "copy.bin").exists()
+    (ws.root / "tree").mkdir()
+    os.rename(ws.root / "sparse.bin", ws.root / "tree" / "sparse.bin")
+    assert ws.error("copy_path", source="tree", destination="tree2") == "file_too_large"
+    assert not (ws.root / "tree2").exists()
+
+
+def test_the_copy_cap_and_the_disk_check_come_first(workspace: Path) -> None:
+    (workspace / "five.txt").write_text("12345")
+    small = Workspace(workspace)
+    small.ctx = dataclasses.replace(small.ctx, max_copy_bytes=4)
+    assert small.error("copy_path", source="five.txt", destination="c.txt") == "file_too_large"
+    seen: list[int] = []
+
+    def refuse(planned: int) -> None:
+        seen.append(planned)
+        raise ToolFailure(ErrorCode.BUDGET_EXCEEDED, "over the workspace's disk cap")
+
+    guarded = Workspace(workspace)
+    guarded.ctx = dataclasses.replace(guarded.ctx, disk_check=refuse)
+    assert guarded.error("write_file", path="w.txt", content="abc") == "budget_exceeded"
+    assert guarded.error("copy_path", source="five.txt", destination="c.txt") == "budget_exceeded"
+    assert seen == [3, 5]
+    assert not (workspace / "w.txt").exists() and not (workspace / "c.txt").exists()

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from services.execution.errors import ErrorCode
-from services.workspaces import DiskGuard, Workspace
+import pytest
+
+from services.execution.errors import ErrorCode, ToolFailure
+from services.workspaces import DiskGuard, Workspace, disk_room_check
 
 
 class Flag:
@@ -40,3 +42,16 @@ def test_the_inner_control_answers_first(tmp_path: Path) -> None:
     inner.code = ErrorCode.KILLSWITCH_ENGAGED
     guard = DiskGuard(inner, _workspace(tmp_path, cap=1))
     assert guard.check() is ErrorCode.KILLSWITCH_ENGAGED
+
+
+def test_a_large_write_is_checked_before_it_happens(tmp_path: Path) -> None:
+    """A copy that would outgrow the cap is refused before one byte is written, not noticed by
+    the guard seconds later (a sparse file copied out once filled the disk that way)."""
+    ws = _workspace(tmp_path, cap=3 * 1024 * 1024)
+    (ws.path / "a.bin").write_bytes(b"x" * 1024 * 1024)
+    check = disk_room_check(ws)
+    check(100)  # small writes are the guard's business
+    check(1024 * 1024)
+    with pytest.raises(ToolFailure) as refused:
+        check(5 * 1024 * 1024)
+    assert refused.value.code is ErrorCode.BUDGET_EXCEEDED

@@ -11,8 +11,8 @@ from pathlib import Path
 from services.execution.errors import ConfigError
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
 from services.execution.providers.replay import ReplayClient, load_script
-from services.execution.sandbox import select_sandbox
-from services.settings import StudioSettings, process_environment
+from services.execution.sandbox import UNCONFINED_WARNING, CommandLimits, select_sandbox
+from services.settings import StudioSettings, is_production, process_environment
 
 PROVIDERS = ("codex", "gemini", "claude", "replay")
 DEFAULT_MODELS = {
@@ -68,6 +68,25 @@ def build_engine(
     raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
 
 
+def command_limits(settings: StudioSettings) -> CommandLimits:
+    """The resource limits of every command, from ``STUDIO_SANDBOX_*``."""
+    mib = 1024 * 1024
+    return CommandLimits(
+        memory_bytes=settings.sandbox_memory_mb * mib, processes=settings.sandbox_processes,
+        open_files=settings.sandbox_open_files,
+        file_size_bytes=settings.sandbox_file_size_mb * mib,
+        cpu_seconds=settings.sandbox_cpu_seconds, tmp_bytes=settings.sandbox_tmp_mb * mib,
+    )
+
+
 def command_sandbox(settings: StudioSettings) -> CommandSandbox:
-    """The sandbox of this process (the mode is fixed per process)."""
-    return select_sandbox(settings.sandbox.value)
+    """The sandbox of this process (the mode and limits are fixed per process)."""
+    return select_sandbox(settings.sandbox.value, command_limits(settings),
+                          production=is_production(settings))
+
+
+def sandbox_report(settings: StudioSettings) -> dict[str, str | None]:
+    """The sandbox this process uses, and the warning an operator must see when it is none."""
+    sandbox = command_sandbox(settings)
+    warning = UNCONFINED_WARNING if sandbox.mode == "none" else None
+    return {"configured": settings.sandbox.value, "mode": sandbox.mode, "warning": warning}

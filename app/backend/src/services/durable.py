@@ -77,6 +77,7 @@ from services.workspaces import (
     DiskGuard,
     Workspace,
     cleanup,
+    disk_room_check,
     provision_workspace,
     remote_branch_sha,
 )
@@ -281,6 +282,7 @@ class DurableRun:
             git_auth=LeaseGuardedGitAuth(wiring.git_auth, self.lease),
             pull_requests=wiring.pull_requests,
             git_author_name=self.author.name, git_author_email=self.author.email,
+            disk_check=disk_room_check(ws),
         )
 
     # -- the loop -----------------------------------------------------------------------------

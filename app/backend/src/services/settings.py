@@ -31,6 +31,15 @@ class StudioSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="STUDIO_", extra="ignore")
 
     sandbox: SandboxMode = SandboxMode.AUTO
+    # STUDIO_ENV: "production" refuses every command when no sandbox works (never unconfined).
+    env: str = "development"
+    # Limits of every sandboxed command (its whole process tree where a cgroup is available).
+    sandbox_memory_mb: int = Field(default=4096, ge=64)
+    sandbox_processes: int = Field(default=1024, ge=8)
+    sandbox_open_files: int = Field(default=4096, ge=64)
+    sandbox_file_size_mb: int = Field(default=4096, ge=1)
+    sandbox_cpu_seconds: int = Field(default=3600, ge=1)
+    sandbox_tmp_mb: int = Field(default=1024, ge=1)
     data_dir: Path = Field(default_factory=lambda: Path(user_data_dir("studio", appauthor=False)))
     database_url: SecretStr | None = None
     broker_url: SecretStr | None = None
@@ -64,6 +73,11 @@ class StudioSettings(BaseSettings):
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
         return value
+
+
+def is_production(settings: StudioSettings) -> bool:
+    """Whether this deployment says it is production (``STUDIO_ENV=production``)."""
+    return settings.env.strip().lower() == "production"
 
 
 @lru_cache(maxsize=1)

@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
-    "check_disk", "cleanup", "github_repo_from_url", "provision_workspace", "reap_orphans",
+    "check_disk", "cleanup", "disk_room_check", "github_repo_from_url", "provision_workspace",
+    "reap_orphans",
     "remote_branch_sha", "slugify", "validate_repo_url",
 ]
 
@@ -225,6 +226,28 @@ def check_disk(ws: Workspace) -> int:
             f"the workspace uses {used} bytes, over its cap of {ws.disk_cap_bytes}",
             details={"resource": "disk", "used_bytes": used, "cap_bytes": ws.disk_cap_bytes})
     return used
+
+
+LARGE_WRITE_BYTES = 1024 * 1024
+
+
+def disk_room_check(ws: Workspace) -> Callable[[int], None]:
+    """The tool context's ``disk_check``: before a workspace tool writes ``planned`` bytes (1 MiB
+    or more; smaller writes are left to :class:`DiskGuard`), refuse with ``budget_exceeded`` if
+    the workspace would outgrow its disk cap. Measuring walks the tree, hence the threshold."""
+
+    def check(planned: int) -> None:
+        if planned < LARGE_WRITE_BYTES:
+            return
+        used = tree_size(ws.root)
+        if used + planned > ws.disk_cap_bytes:
+            raise ToolFailure(
+                ErrorCode.BUDGET_EXCEEDED,
+                f"writing {planned} bytes would take the workspace over its disk cap",
+                details={"resource": "disk", "used_bytes": used, "planned_bytes": planned,
+                         "cap_bytes": ws.disk_cap_bytes})
+
+    return check
 
 
 class DiskGuard:

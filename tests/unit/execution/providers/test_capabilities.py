@@ -54,6 +54,8 @@ def test_studio_providers_json_is_the_matrix() -> None:
     lines = result.output.strip().splitlines()
     assert len(lines) == 1
     data = json.loads(lines[0])
+    sandbox = data.pop("sandbox")  # the command sandbox (issue 19): mode and any warning
+    assert set(sandbox) == {"configured", "mode", "warning"}
     assert data == {"providers": matrix(), "guards": list(GUARDS)}
     assert [p["provider"] for p in data["providers"]] == list(CAPABILITIES)
 

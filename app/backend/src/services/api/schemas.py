@@ -145,3 +145,6 @@ class Health(BaseModel):
 class Readiness(BaseModel):
     ok: bool
     database: dict[str, Any]
+    # The command sandbox: configured and effective mode, and a warning when commands are
+    # unconfined (STUDIO_SANDBOX=none).
+    sandbox: dict[str, Any] | None = None

@@ -13,6 +13,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from services.composition import sandbox_report
 from services.execution.providers.capabilities import (
     CAPABILITIES,
     FLAGS,
@@ -20,6 +21,7 @@ from services.execution.providers.capabilities import (
     GUARDS,
     matrix,
 )
+from services.settings import get_settings
 
 
 def _yes_no(value: bool) -> str:
@@ -52,9 +54,14 @@ def capability_table() -> Table:
 def providers_command(
     as_json: Annotated[bool, typer.Option("--json", help="One JSON line on stdout.")] = False,
 ) -> None:
-    """Print the capability matrix of every provider (and where each guard acts for it)."""
+    """Print the capability matrix of every provider (and where each guard acts for it), and the
+    command sandbox (a loud warning on stderr when commands run unconfined)."""
+    sandbox = sandbox_report(get_settings())
+    if sandbox["warning"]:
+        typer.secho(f"WARNING: {sandbox['warning']}", err=True, fg=typer.colors.RED, bold=True)
     if as_json:
-        typer.echo(json.dumps({"providers": matrix(), "guards": list(GUARDS)},
-                              separators=(",", ":")))
+        typer.echo(json.dumps({"providers": matrix(), "guards": list(GUARDS),
+                               "sandbox": sandbox}, separators=(",", ":")))
         return
     Console(width=160).print(capability_table())
+    typer.echo(f"command sandbox: {sandbox['mode']} (STUDIO_SANDBOX={sandbox['configured']})")

@@ -9,10 +9,10 @@ from typing import Annotated, Any
 
 import typer
 
+from services.composition import command_sandbox
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.messages import ToolCall
-from services.execution.sandbox import select_sandbox
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, error_envelope
 from services.execution.tool_domains.registry import default_registry
@@ -81,7 +81,7 @@ def call_tool(
     ctx = ToolDomainContext(
         workspace_root=workspace, execution_id=f"cli-{ids}", request_id=ids, correlation_id=ids,
         branch=branch, allow_workflow_changes=allow_workflows,
-        sandbox=select_sandbox(settings.sandbox.value),
+        sandbox=command_sandbox(settings),
         git_author_name=settings.git_author_name, git_author_email=settings.git_author_email,
     )
     dispatcher = Dispatcher(registry)

@@ -13,7 +13,9 @@ sequence counter atomic across processes).
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -56,13 +58,30 @@ def _sqlite_begin(connection: Any) -> None:
     connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
+def _private_file(path: Path) -> None:
+    """Make ``path`` (and its directory, when missing) readable by this user only: 0600 in a
+    0700 directory. The database holds tool envelopes and checkpoint patches; SQLite gives its
+    ``-wal`` and ``-shm`` files the mode of the database file."""
+    if not path.parent.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        os.chmod(path.parent, 0o700)
+    # Never open (and close) an existing database file: closing any descriptor of it drops the
+    # POSIX locks SQLite holds through other connections of this process.
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        if path.stat().st_mode & 0o077:
+            with contextlib.suppress(PermissionError):  # not ours: leave it as it is
+                os.chmod(path, 0o600)
+
+
 def create_db_engine(url: str) -> Engine:
     """An engine for ``url``, with the SQLite settings described in the module docstring."""
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)
     if parsed.database and parsed.database != ":memory:":
-        Path(parsed.database).parent.mkdir(parents=True, exist_ok=True)
+        _private_file(Path(parsed.database))
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
     event.listen(engine, "connect", _sqlite_pragmas)
     event.listen(engine, "begin", _sqlite_begin)
@@ -103,6 +122,7 @@ def _migrate_sqlite(engine: Engine) -> None:
         migrate.upgrade(engine)
         return
     lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
+    _private_file(lock_path)
     with lock_path.open("a") as lock:  # two processes opening a new database migrate one by one
         fcntl.flock(lock, fcntl.LOCK_EX)
         try:

@@ -15,21 +15,26 @@ Refusals, each with a stable code:
   under ``.github/workflows/`` unless allowed -> ``protected_path``
 * device files, FIFOs and sockets -> ``unsupported_file_type``
 
-The resolution is a check, then a use; a process racing the harness inside the workspace could
-swap a component in between. Tool calls of one execution run one at a time, and commands run in
-the sandbox, where nothing outside the workspace is writable, so the window is not reachable from
-the agent; writers additionally open the final component with ``O_NOFOLLOW``.
+The resolution is a check, then a use; a process racing the harness inside the workspace (one
+left over from a command) could swap a component for a symlink in between. So the use never goes
+by the absolute path: given a :class:`~services.execution.confinement_root.RootHandle` (the
+execution's open root), a :class:`ResolvedPath` opens itself, or its parent directory, beneath
+that handle with no symlink followed (:meth:`ResolvedPath.open`, :meth:`ResolvedPath.parent`),
+and a swapped component makes the call fail instead of leaving the workspace.
 """
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path, PurePosixPath
 
+from services.execution.confinement_root import RootHandle
 from services.execution.errors import ConfinementViolation, ErrorCode
 
 MAX_PATH_LENGTH = 4096
@@ -53,6 +58,7 @@ class ResolvedPath:
     root: Path
     absolute: Path
     relative: PurePosixPath
+    handle: RootHandle | None = field(default=None, compare=False, repr=False)
 
     @property
     def display(self) -> str:
@@ -62,6 +68,29 @@ class ResolvedPath:
 
     def exists(self) -> bool:
         return os.path.lexists(self.absolute)
+
+    def open(self, flags: int, mode: int = 0o666) -> int:
+        """Open this path (never through a symlink), beneath the root handle when there is one."""
+        if self.handle is not None:
+            return self.handle.open(self.relative, flags, mode)
+        return os.open(self.absolute, flags | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
+
+    @contextmanager
+    def parent(self) -> Iterator[tuple[int, str]]:
+        """``(directory descriptor, name)`` for the ``*at`` calls that act on the entry itself."""
+        if self.handle is not None:
+            fd, name = self.handle.parent(self.relative)
+        else:
+            fd = os.open(self.absolute.parent, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+            name = self.absolute.name
+        try:
+            yield fd, name
+        finally:
+            os.close(fd)
+
+    def child(self, relative: PurePosixPath, absolute: Path) -> ResolvedPath:
+        """Another resolved path under the same root and handle."""
+        return ResolvedPath(self.root, absolute, relative, self.handle)
 
 
 def real_root(root: Path | str) -> Path:
@@ -197,7 +226,7 @@ def _check_file_type(raw: str, absolute: Path) -> None:
 
 
 def resolve_path(
-    root: Path | str,
+    root: Path | str | RootHandle,
     raw: str,
     *,
     access: Access = Access.READ,
@@ -208,15 +237,20 @@ def resolve_path(
     """Resolve ``raw`` (relative to the root, or absolute under it) to a path inside ``root``.
 
     ``follow_final=False`` resolves the parents but keeps a final symlink itself (to delete,
-    move or stat the link rather than its target).
+    move or stat the link rather than its target). Given a :class:`RootHandle`, the answer
+    opens itself beneath it.
     """
     if not isinstance(raw, str):
         raise ConfinementViolation("path must be a string", code=ErrorCode.INVALID_ARGUMENTS)
     _check_text(raw)
-    root_real = real_root(root)
+    handle: RootHandle | None = None
+    if isinstance(root, RootHandle):
+        handle, root_real, spelled = root, root.check(), str(root.path)
+    else:
+        root_real, spelled = real_root(root), os.path.abspath(root)
     relative = raw
     if raw.startswith("/"):
-        prefixes = tuple(dict.fromkeys((str(root_real), os.path.abspath(root))))
+        prefixes = tuple(dict.fromkeys((str(root_real), spelled)))
         relative = _strip_root_prefix(raw, prefixes)
     absolute = _walk_components(root_real, raw, relative, follow_final)
     if absolute != root_real and root_real not in absolute.parents:
@@ -224,7 +258,7 @@ def resolve_path(
     rel = PurePosixPath(absolute.relative_to(root_real).as_posix())
     _check_protected(raw, rel, access, allow_git_internals, allow_workflows)
     _check_file_type(raw, absolute)
-    return ResolvedPath(root=root_real, absolute=absolute, relative=rel)
+    return ResolvedPath(root=root_real, absolute=absolute, relative=rel, handle=handle)
 
 
 @dataclass(frozen=True)
@@ -253,14 +287,16 @@ class WalkReport:
         }
 
 
-def _entry_for(root: Path, dirent: os.DirEntry[str], report: WalkReport) -> TreeEntry | None:
-    rel = PurePosixPath(Path(dirent.path).relative_to(root).as_posix())
+def _entry_for(start: ResolvedPath, directory: ResolvedPath, dirent: os.DirEntry[str],
+               report: WalkReport) -> TreeEntry | None:
+    rel = directory.relative / dirent.name
+    here = start.child(rel, directory.absolute / dirent.name)
     if any(p.casefold() == GIT_DIR_NAME for p in rel.parts):
         report.skipped_protected += 1
         return None
     if dirent.is_symlink():
         try:
-            target = resolve_path(root, rel.as_posix())
+            target = resolve_path(start.handle or start.root, rel.as_posix())
         except ConfinementViolation as exc:
             if exc.code is ErrorCode.PROTECTED_PATH:
                 report.skipped_protected += 1
@@ -270,12 +306,12 @@ def _entry_for(root: Path, dirent: os.DirEntry[str], report: WalkReport) -> Tree
                 report.skipped_outside += 1
             return None
         size = target.absolute.stat().st_size if target.absolute.is_file() else 0
-        return TreeEntry(ResolvedPath(root, Path(dirent.path), rel), "symlink", size)
+        return TreeEntry(here, "symlink", size)
     st = dirent.stat(follow_symlinks=False)
     if stat.S_ISDIR(st.st_mode):
-        return TreeEntry(ResolvedPath(root, Path(dirent.path), rel), "dir", 0)
+        return TreeEntry(here, "dir", 0)
     if stat.S_ISREG(st.st_mode):
-        return TreeEntry(ResolvedPath(root, Path(dirent.path), rel), "file", st.st_size)
+        return TreeEntry(here, "file", st.st_size)
     report.skipped_special += 1
     return None
 
@@ -293,22 +329,40 @@ def walk(
     counted in ``report``. ``.git`` is never entered.
     """
     report = report if report is not None else WalkReport()
-    stack = [start.absolute]
+    stack = [start]
     while stack:
         directory = stack.pop()
         try:
-            with os.scandir(directory) as it:
-                dirents = sorted(it, key=lambda d: d.name)
+            dirents = _listing(directory)
         except (FileNotFoundError, NotADirectoryError, PermissionError):
             continue
-        subdirs: list[Path] = []
+        subdirs: list[ResolvedPath] = []
         for dirent in dirents:
             if not include_hidden and dirent.name.startswith("."):
                 continue
-            entry = _entry_for(start.root, dirent, report)
+            entry = _entry_for(start, directory, dirent, report)
             if entry is None:
                 continue
             yield entry
             if recursive and entry.kind == "dir":
-                subdirs.append(entry.path.absolute)
+                subdirs.append(entry.path)
         stack.extend(reversed(subdirs))
+
+
+def _listing(directory: ResolvedPath) -> list[os.DirEntry[str]]:
+    """A directory's entries, read through a descriptor opened beneath the root (a directory
+    swapped for a symlink to elsewhere is refused, not listed)."""
+    try:
+        fd = directory.open(os.O_RDONLY | os.O_DIRECTORY)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            raise NotADirectoryError(exc.errno, exc.strerror) from None
+        raise
+    try:
+        with os.scandir(fd) as it:
+            dirents = sorted(it, key=lambda d: d.name)
+        for dirent in dirents:  # DirEntry stats lazily through the descriptor: do it now
+            dirent.stat(follow_symlinks=False)
+        return dirents
+    finally:
+        os.close(fd)

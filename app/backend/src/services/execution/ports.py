@@ -6,6 +6,8 @@ another (checked by import-linter) and keeps SDKs for GitHub, databases and so o
 
 from __future__ import annotations
 
+import contextlib
+import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
@@ -24,6 +26,21 @@ class PreparedCommand:
     env: dict[str, str]
     cwd: Path
     preexec: Callable[[], None] | None = None
+    # Descriptors the child inherits (a seccomp program for bwrap); the runner closes them in the
+    # parent once the child started, or when it could not start.
+    pass_fds: tuple[int, ...] = ()
+    # The child's stdin (None: empty); a gate the child waits on before its program starts.
+    stdin: int | None = None
+    # Called by the runner with the child's pid right after it started (places it in its cgroup).
+    on_start: Callable[[int], None] | None = None
+    # Called by the runner once the command ended (kills what is left of it, frees its cgroup).
+    finish: Callable[[], None] | None = None
+
+    def close_fds(self) -> None:
+        """Close :attr:`pass_fds` in the parent (idempotent enough: EBADF is ignored)."""
+        for fd in self.pass_fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class CommandSandbox(Protocol):

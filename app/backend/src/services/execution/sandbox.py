@@ -8,7 +8,8 @@
 * ``required``: the same order, but with nothing working every command is refused with
   ``sandbox_unavailable``;
 * ``bwrap`` / ``landlock``: that one, or refusals when it does not work;
-* ``none``: commands run unconfined (development only).
+* ``none``: commands run unconfined (development only): every command logs a warning and its
+  result carries one; refused (every command ``sandbox_unavailable``) in production.
 
 Probing runs a real ``true`` under the sandbox once per mode and process; the result is cached.
 
@@ -30,22 +31,31 @@ from pathlib import Path
 
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
 from services.execution.ports import CommandSandbox, PreparedCommand
+from services.execution.sandbox_cgroup import with_limits
 from services.execution.sandbox_landlock import LandlockSandbox, landlock_problem
 from services.execution.sandbox_layout import (
     SYSTEM_SEARCH_PATH,
     bwrap_system_args,
     bwrap_workspace_args,
 )
+from services.execution.sandbox_limits import CommandLimits
+from services.execution.sandbox_seccomp import program_fd
 from services.settings import SandboxMode
 
 log = logging.getLogger(__name__)
 
 PROBE_TIMEOUT_S = 20.0
+DEFAULT_LIMITS = CommandLimits()
+UNCONFINED_WARNING = (
+    "NO COMMAND SANDBOX: agent commands run UNCONFINED, with the harness's own file access, "
+    "network and processes (STUDIO_SANDBOX=none or nothing works); never use this in production"
+)
 SANDBOX_HOME = "/tmp/home"
 SANDBOX_TMP = "/tmp"
 
 __all__ = [
     "BwrapSandbox",
+    "CommandLimits",
     "LandlockSandbox",
     "NoSandbox",
     "UnavailableSandbox",
@@ -54,7 +64,11 @@ __all__ = [
 
 
 class NoSandbox:
-    """Runs commands as they are (still with the caller's scrubbed env and process group)."""
+    """Runs commands as they are (still with the caller's scrubbed env, process group and
+    resource limits)."""
+
+    def __init__(self, limits: CommandLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
 
     @property
     def mode(self) -> str:
@@ -63,7 +77,8 @@ class NoSandbox:
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
-        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd)
+        log.warning("%s (command in %s)", UNCONFINED_WARNING, workspace)
+        return with_limits(PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd), self.limits)
 
 
 class UnavailableSandbox:
@@ -89,17 +104,22 @@ class UnavailableSandbox:
 
 
 class BwrapSandbox:
-    """Bubblewrap: a fresh mount, PID, network, IPC and UTS namespace per command.
+    """Bubblewrap: a fresh user, mount, PID, network, IPC and UTS namespace per command.
 
-    Inside, the process keeps uid 0 but has every capability dropped: it cannot bypass file
-    permissions (no CAP_DAC_OVERRIDE), yet the workspace (owned by the harness's uid) stays
-    writable and git sees its owner (no "dubious ownership"). An unprivileged ``--uid`` would map
-    back to the same host uid anyway, so it would add nothing but ownership confusion.
+    Inside, the command runs as an unprivileged uid and gid (:data:`SANDBOX_UID`) with every
+    capability dropped, in a new session, under the seccomp filter of
+    :mod:`~services.execution.sandbox_seccomp`. Bubblewrap maps that id to the harness's own uid,
+    so the workspace (owned by the harness) stays writable, files the command creates belong to
+    the harness, and git sees its owner (no "dubious ownership"). Because that host uid may be
+    root, ``/proc/sys`` is read-only and the filter refuses set-user/group-ID modes: the kernel
+    lets a capability-less process whose host uid is 0 write sysctls, and a set-user-ID file
+    left in the workspace would run as root outside.
     """
 
-    def __init__(self, executable: str, system_args: Sequence[str]) -> None:
+    def __init__(self, executable: str, limits: CommandLimits = DEFAULT_LIMITS) -> None:
         self.executable = executable
-        self.system_args = tuple(system_args)
+        self.limits = limits
+        self.system_args = tuple(bwrap_system_args(limits.tmp_bytes))
 
     @property
     def mode(self) -> str:
@@ -114,9 +134,11 @@ class BwrapSandbox:
         setenv: list[str] = []
         for name, value in inner_env.items():
             setenv += ["--setenv", name, value]
+        seccomp = program_fd()
         wrapped = [
             self.executable,
             *self.system_args,
+            "--seccomp", str(seccomp),
             *bwrap_workspace_args(workspace),
             "--remount-ro", "/",
             "--chdir", str(cwd),
@@ -126,7 +148,10 @@ class BwrapSandbox:
             *argv,
         ]
         # bwrap itself gets a bare environment: nothing of ours (or the model's) reaches it.
-        return PreparedCommand(argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd)
+        prepared = PreparedCommand(
+            argv=wrapped, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=cwd, pass_fds=(seccomp,)
+        )
+        return with_limits(prepared, self.limits)
 
 
 def _run_probe(sandbox: CommandSandbox) -> str | None:
@@ -137,65 +162,97 @@ def _run_probe(sandbox: CommandSandbox) -> str | None:
         env = {"PATH": SYSTEM_SEARCH_PATH, "HOME": scratch, "TMPDIR": scratch}
         prepared = sandbox.prepare(["true"], workspace=root / "ws", cwd=root / "ws", env=env)
         try:
-            done = subprocess.run(
-                prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
-                stdin=subprocess.DEVNULL, capture_output=True, timeout=PROBE_TIMEOUT_S,
-                check=False,
-            )
+            done = _probe_once(prepared)
         except (OSError, subprocess.SubprocessError) as exc:
             return f"{sandbox.mode} probe failed: {exc}"
+        finally:
+            if prepared.finish is not None:
+                prepared.finish()
     if done.returncode != 0:
         detail = done.stderr.decode("utf-8", "replace").strip()[:500]
         return f"{sandbox.mode} probe exited with {done.returncode}: {detail}"
     return None
 
 
-def _probe_bwrap() -> BwrapSandbox | str:
+def _probe_once(prepared: PreparedCommand) -> subprocess.CompletedProcess[bytes]:
+    try:
+        proc = subprocess.Popen(
+            prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
+            stdin=subprocess.DEVNULL if prepared.stdin is None else prepared.stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, pass_fds=prepared.pass_fds,
+        )
+    finally:
+        prepared.close_fds()
+    with proc:
+        try:
+            if prepared.on_start is not None:
+                prepared.on_start(proc.pid)
+            out, err = proc.communicate(timeout=PROBE_TIMEOUT_S)
+        except BaseException:
+            proc.kill()
+            raise
+    return subprocess.CompletedProcess(prepared.argv, proc.returncode, out, err)
+
+
+def _probe_bwrap(limits: CommandLimits) -> BwrapSandbox | str:
     executable = shutil.which("bwrap", path=SYSTEM_SEARCH_PATH)
     if executable is None:
         return "bwrap is not installed"
-    sandbox = BwrapSandbox(executable, bwrap_system_args())
+    sandbox = BwrapSandbox(executable, limits)
     problem = _run_probe(sandbox)
     return problem if problem is not None else sandbox
 
 
-def _probe_landlock() -> LandlockSandbox | str:
+def _probe_landlock(limits: CommandLimits) -> LandlockSandbox | str:
     problem = landlock_problem()
     if problem is not None:
         return problem
-    sandbox = LandlockSandbox()
+    sandbox = LandlockSandbox(limits)
     problem = _run_probe(sandbox)
     return problem if problem is not None else sandbox
 
 
-def _strongest() -> tuple[CommandSandbox | None, list[str]]:
+def _strongest(limits: CommandLimits) -> tuple[CommandSandbox | None, list[str]]:
     problems: list[str] = []
     for probe in (_probe_bwrap, _probe_landlock):
-        found = probe()
+        found = probe(limits)
         if not isinstance(found, str):
             return found, problems
         problems.append(found)
     return None, problems
 
 
+def select_sandbox(mode: str, limits: CommandLimits = DEFAULT_LIMITS, *,
+                   production: bool = False) -> CommandSandbox:
+    """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once
+    per mode and limits. In ``production``, no sandbox is no command: a mode that ends unconfined
+    refuses every command instead."""
+    chosen = _select(mode, limits)
+    if production and isinstance(chosen, NoSandbox):
+        log.error("STUDIO_SANDBOX=%s would run commands unconfined; refused in production", mode)
+        return UnavailableSandbox(mode, "running commands without a sandbox is refused in "
+                                        "production (STUDIO_ENV=production)")
+    return chosen
+
+
 @functools.cache
-def select_sandbox(mode: str) -> CommandSandbox:
-    """The sandbox for ``mode`` (a :class:`~services.settings.SandboxMode` value), probed once."""
+def _select(mode: str, limits: CommandLimits) -> CommandSandbox:
     try:
         wanted = SandboxMode(mode)
     except ValueError:
         choices = ", ".join(m.value for m in SandboxMode)
         raise ConfigError(f"unknown sandbox mode {mode!r} (expected one of {choices})") from None
     if wanted is SandboxMode.NONE:
-        return NoSandbox()
+        log.warning(UNCONFINED_WARNING)
+        return NoSandbox(limits)
     if wanted in (SandboxMode.BWRAP, SandboxMode.LANDLOCK):
         probe = _probe_bwrap if wanted is SandboxMode.BWRAP else _probe_landlock
-        found = probe()
+        found = probe(limits)
         if isinstance(found, str):
             log.error("sandbox %s requested but unavailable: %s", wanted.value, found)
             return UnavailableSandbox(wanted.value, found)
         return found
-    sandbox, problems = _strongest()
+    sandbox, problems = _strongest(limits)
     if sandbox is not None:
         if problems:
             log.warning("sandbox: using %s (%s)", sandbox.mode, "; ".join(problems))
@@ -209,4 +266,4 @@ def select_sandbox(mode: str) -> CommandSandbox:
         "agent commands run UNCONFINED with the harness's own file access. "
         "Set STUDIO_SANDBOX=required in production.", reason,
     )
-    return NoSandbox()
+    return NoSandbox(limits)

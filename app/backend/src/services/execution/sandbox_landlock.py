@@ -17,20 +17,37 @@ Rules (every right not granted is denied):
 Landlock rules only *add* rights beneath a directory, with no exceptions, so keeping ``.git``
 read-only means the workspace root itself cannot gain new entries from a command (its existing
 files and directories stay fully writable). Create a new top-level entry with the workspace tools
-first. Landlock confines files only: no network or process isolation.
+first.
+
+Beyond files (:mod:`~services.execution.sandbox_landlock_abi`): no TCP bind or connect (loopback
+included), no signal to a process outside the command's domain, no capability (a root harness's
+command cannot ``mknod`` a device), the seccomp filter. Every process the command leaves behind
+is killed with its cgroup when it ends (:mod:`~services.execution.sandbox_cgroup`); where either
+is missing (old ABI, no cgroup), Landlock is not used (:func:`landlock_problem`). There is no PID
+or mount namespace: commands still see the host's process list (not their environments).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import platform
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from landlock import FSAccess, LandlockError, Ruleset, landlock_abi_version, plumbing
+from landlock import FSAccess
 
 from services.execution.ports import PreparedCommand
+from services.execution.sandbox_cgroup import cgroup_layout, with_limits
+from services.execution.sandbox_landlock_abi import (
+    MIN_ABI,
+    Rule,
+    abi_version,
+    cap_last_cap,
+    confine_child,
+)
 from services.execution.sandbox_layout import readable_system_paths
+from services.execution.sandbox_limits import CommandLimits
 
 DEVICES = (
     "/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom", "/dev/tty",
@@ -42,20 +59,26 @@ PROC_READABLE = (
     "/proc/uptime", "/proc/version", "/proc/sys", "/sys/devices/system/cpu",
 )
 
-Rule = tuple[str, int]
 
 
 def landlock_problem() -> str | None:
-    """Why Landlock cannot be used here, or None (also warms the syscall wrappers)."""
-    try:
-        abi = int(landlock_abi_version())
-        plumbing.get_add_rule()
-        plumbing.get_prctl()
-        plumbing.get_restrict_self()
-    except (OSError, AttributeError, LandlockError) as exc:  # AttributeError: libc lacks prctl
-        return f"landlock unavailable: {exc}"
+    """Why Landlock cannot be used here, or None.
+
+    Landlock confines files, TCP and signals, but a process that outlives its command would keep
+    racing the harness: without a cgroup to kill every descendant when the command ends, and
+    without the ABI's network and signal scoping (ABI 6), Landlock is not used at all.
+    """
+    if platform.machine() not in ("x86_64", "aarch64"):
+        return f"landlock unavailable: no seccomp filter for {platform.machine()}"
+    abi = abi_version()
     if abi < 1:
         return "landlock unavailable: kernel reports no ABI"
+    if abi < MIN_ABI:
+        return (f"landlock ABI {abi} has no network or signal scoping (ABI {MIN_ABI} needed); "
+                "refused")
+    if cgroup_layout() is None:
+        return ("landlock refused: no cgroup to end every process a command leaves behind "
+                "(the harness cannot make one here)")
     return None
 
 
@@ -74,6 +97,8 @@ def _rights() -> dict[str, int]:
         "read": int(FSAccess.READ_FILE | FSAccess.READ_DIR),
         "list": int(FSAccess.READ_DIR),
         "device": device,
+        # Everything but making device nodes (capabilities are dropped too: belt and braces).
+        "write": handled & ~int(FSAccess.MAKE_CHAR | FSAccess.MAKE_BLOCK),
     }
 
 
@@ -96,29 +121,21 @@ def build_rules(workspace: Path, env: Mapping[str, str]) -> list[Rule]:
     wanted.append((str(workspace), r["read_exec"]))
     with os.scandir(workspace) as entries:
         for entry in entries:
-            rights = r["read_exec"] if entry.name == ".git" else r["handled"]
+            rights = r["read_exec"] if entry.name == ".git" else r["write"]
             wanted.append((entry.path, rights))
     for name in ("HOME", "TMPDIR"):
         scratch = env.get(name)
         if scratch and os.path.isabs(scratch):
-            wanted.append((os.path.realpath(scratch), r["handled"]))
+            wanted.append((os.path.realpath(scratch), r["write"]))
     rules = [_fit(path, access) for path, access in wanted]
     return [rule for rule in rules if rule is not None]
 
 
-def _restrict(handled: int, rules: Sequence[Rule]) -> None:
-    """Runs in the child between fork and exec: build and apply the ruleset."""
-    ruleset = Ruleset(restrict_rules=FSAccess(handled))
-    for path, access in rules:
-        try:
-            ruleset.allow(path, rules=FSAccess(access))
-        except FileNotFoundError:
-            continue  # vanished since the parent looked: nothing to grant
-    ruleset.apply()
-
-
 class LandlockSandbox:
     """Applies the Landlock ruleset of :func:`build_rules` to each command."""
+
+    def __init__(self, limits: CommandLimits | None = None) -> None:
+        self.limits = limits if limits is not None else CommandLimits()
 
     @property
     def mode(self) -> str:
@@ -128,5 +145,8 @@ class LandlockSandbox:
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
         rules = build_rules(workspace, env)
-        preexec: Callable[[], None] = functools.partial(_restrict, _rights()["handled"], rules)
-        return PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)
+        preexec: Callable[[], None] = functools.partial(
+            confine_child, _rights()["handled"], rules, cap_last_cap(), platform.machine()
+        )
+        prepared = PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd, preexec=preexec)
+        return with_limits(prepared, self.limits, in_child=True)

@@ -23,6 +23,8 @@ import stat
 import sys
 from pathlib import Path
 
+SANDBOX_UID = 65534  # "nobody" inside the command's user namespace, never 0
+SANDBOX_GID = 65534
 SYSTEM_SEARCH_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 SYSTEM_DIRS: tuple[str, ...] = (
@@ -100,10 +102,11 @@ def _bind_system_dir(path: str) -> list[str]:
     return []
 
 
-def bwrap_system_args() -> list[str]:
-    """Namespace flags and the read-only system layout (computed once per process)."""
+def bwrap_system_args(tmp_bytes: int) -> list[str]:
+    """Namespace flags and the read-only system layout (computed once per sandbox)."""
     args = [
-        "--unshare-all", "--die-with-parent", "--new-session", "--cap-drop", "ALL",
+        "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_GID),
+        "--die-with-parent", "--new-session", "--cap-drop", "ALL",
     ]
     for path in SYSTEM_DIRS:
         args += _bind_system_dir(path)
@@ -119,7 +122,12 @@ def bwrap_system_args() -> list[str]:
         args += ["--ro-bind", str(tool), str(tool)]
     args += [
         "--dev", "/dev", "--proc", "/proc",
-        "--tmpfs", "/tmp", "--tmpfs", "/var/tmp", "--dir", "/tmp/home",
+        # bubblewrap leaves these writable; the kernel checks only the host uid on sysctls.
+        "--ro-bind", "/proc/sys", "/proc/sys",
+        "--ro-bind-try", "/proc/sysrq-trigger", "/proc/sysrq-trigger",
+        # Sized: an unsized tmpfs may take half the host's RAM, each.
+        "--size", str(tmp_bytes), "--tmpfs", "/tmp",
+        "--size", str(tmp_bytes), "--tmpfs", "/var/tmp", "--dir", "/tmp/home",
     ]
     return args
 

@@ -1,4 +1,5 @@
-"""Public operational endpoints: ``/healthz`` (alive), ``/readyz`` (database), ``/metrics``."""
+"""Public operational endpoints: ``/healthz`` (alive), ``/readyz`` (database, sandbox),
+``/metrics``."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ from fastapi.responses import JSONResponse, PlainTextResponse
 from sqlalchemy import text
 from sqlalchemy.exc import SQLAlchemyError
 
-from services.api.deps import get_db
+from services.api.deps import get_db, get_settings
 from services.api.metrics import CONTENT_TYPE, exposition
 from services.api.schemas import Health, Readiness
+from services.composition import sandbox_report
 from services.db import migrate
 from services.db.session import Database
 from services.db.stats import executions_by_status, tool_calls_by_outcome
+from services.settings import StudioSettings
 
 router = APIRouter(tags=["health"])
 
@@ -38,11 +41,13 @@ def _database_state(db: Database) -> dict[str, object]:
 
 @router.get("/readyz", response_model=Readiness,
             responses={503: {"model": Readiness, "description": "Not ready."}})
-def readyz(db: Database = Depends(get_db)) -> JSONResponse:  # noqa: B008
-    """Ready when the database is reachable and at the head migration (else 503)."""
+def readyz(db: Database = Depends(get_db),  # noqa: B008
+           settings: StudioSettings = Depends(get_settings)) -> JSONResponse:  # noqa: B008
+    """Ready when the database is reachable and at the head migration (else 503); the command
+    sandbox is reported, with a loud warning when commands would run unconfined."""
     state = _database_state(db)
     ready = bool(state["reachable"] and state["migrated"])
-    body = Readiness(ok=ready, database=state)
+    body = Readiness(ok=ready, database=state, sandbox=sandbox_report(settings))
     return JSONResponse(body.model_dump(mode="json"), status_code=200 if ready else 503)
 
 

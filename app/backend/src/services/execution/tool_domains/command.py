@@ -170,9 +170,13 @@ def _resolve_cwd(ctx: ToolDomainContext, raw: str) -> tuple[Path, str]:
     return resolved.absolute, resolved.display
 
 
+UNCONFINED_NOTICE = ("this command ran WITHOUT a sandbox (STUDIO_SANDBOX=none): "
+                     "development only")
+
+
 def _result(outcome: CommandOutcome, sandbox: CommandSandbox, cwd: str,
             timeout_s: float) -> dict[str, Any]:
-    return {
+    result = {
         "exit_code": outcome.exit_code,
         "signal": outcome.signal,
         "stdout": outcome.stdout.text(),
@@ -185,6 +189,9 @@ def _result(outcome: CommandOutcome, sandbox: CommandSandbox, cwd: str,
         "sandbox": sandbox.mode,
         "cwd": cwd,
     }
+    if sandbox.mode == "none":
+        result["warning"] = UNCONFINED_NOTICE
+    return result
 
 
 def run(args: RunArgs, ctx: ToolDomainContext) -> dict[str, Any]:

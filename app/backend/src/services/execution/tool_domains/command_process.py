@@ -164,12 +164,15 @@ def _spawn(prepared: PreparedCommand) -> subprocess.Popen[bytes]:
     try:
         return subprocess.Popen(
             prepared.argv, env=prepared.env, cwd=prepared.cwd, preexec_fn=prepared.preexec,
-            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-            start_new_session=True, close_fds=True,
+            stdin=subprocess.DEVNULL if prepared.stdin is None else prepared.stdin,
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            start_new_session=True, close_fds=True, pass_fds=prepared.pass_fds,
         )
     except subprocess.SubprocessError as exc:  # the sandbox's preexec failed in the child
         raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE,
                           f"the sandbox could not be applied: {exc}") from None
+    finally:
+        prepared.close_fds()
 
 
 def _not_started(exc: OSError, started: float, cap: int) -> CommandOutcome:
@@ -190,7 +193,12 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
     try:
         proc = _spawn(prepared)
     except (FileNotFoundError, PermissionError, NotADirectoryError) as exc:
+        _finish(prepared)
         return _not_started(exc, started, cap)
+    except BaseException:
+        _finish(prepared)
+        raise
+    _release(prepared, proc)
     pump = _Pump(proc, cap)
     try:
         exited = pump.run_until(started + timeout_s)
@@ -202,10 +210,31 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
         _close(proc.stdout, proc.stderr)
         _kill_group(proc.pid)  # safe: the leader is not reaped before wait()
         returncode = proc.wait()
+        _finish(prepared)
     if not exited:
         return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
     sig = signal.Signals(-returncode).name if returncode < 0 else None
     return CommandOutcome(returncode, sig, pump.out, pump.err, False, _ms(started))
+
+
+def _release(prepared: PreparedCommand, proc: subprocess.Popen[bytes]) -> None:
+    """Let the sandbox place the started child (cgroup, limits); it waits for that."""
+    if prepared.on_start is None:
+        return
+    try:
+        prepared.on_start(proc.pid)
+    except OSError as exc:
+        _kill_group(proc.pid)
+        proc.communicate()
+        _finish(prepared)
+        raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE,
+                          f"the command's limits could not be applied: {exc}") from None
+
+
+def _finish(prepared: PreparedCommand) -> None:
+    """Whatever the sandbox does after a command: every process left in its group killed."""
+    if prepared.finish is not None:
+        prepared.finish()
 
 
 def _close(*pipes: IO[bytes] | None) -> None:

@@ -13,6 +13,10 @@ crafted clone, whose ``.git/config``) it does not control. :func:`run_git` there
   (``core.hooksPath=/dev/null``), fsmonitor, pager, credential helpers, signing programs,
   redirects, TLS verification; only the
   ``https``, ``http`` and ``file`` transports are allowed (never ``ext``, ``ssh`` or ``git``);
+* pins the repository to the workspace: ``GIT_DIR=<workspace>/.git`` and
+  ``GIT_WORK_TREE=<workspace>`` (the environment wins over ``core.worktree`` and a ``.git`` file),
+  so a planted ``core.worktree`` cannot make the harness read or write outside; a ``.git`` that is
+  a symlink or a file is refused (see :func:`pinned_repository`);
 * neutralizes every clean/smudge/process filter driver the repository's config declares, since
   ``.gitattributes`` in the worktree could select one;
 * kills the whole process group on timeout;
@@ -31,6 +35,7 @@ import os
 import re
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -172,6 +177,29 @@ def build_env(workspace: Path, author: GitAuthor,
     return env
 
 
+# Commands that make a repository (none to pin yet) or name theirs with --git-dir.
+_UNPINNED_COMMANDS = frozenset({"init", "clone", "--git-dir"})
+
+
+def pinned_repository(workspace: Path) -> dict[str, str]:
+    """``GIT_DIR`` and ``GIT_WORK_TREE`` for a workspace with a ``.git`` directory.
+
+    None for a directory without ``.git`` (a bare repository, a clone's parent). A ``.git`` that is
+    a symlink or a gitfile would let whoever wrote it point the harness's git anywhere: refused.
+    """
+    dot_git = workspace / ".git"
+    try:
+        mode = os.lstat(dot_git).st_mode
+    except (FileNotFoundError, NotADirectoryError):
+        return {}
+    if not stat.S_ISDIR(mode):
+        raise ToolFailure(ErrorCode.GIT_ERROR,
+                          "the workspace's .git is not a directory (a link or a gitfile); "
+                          "the harness's git does not follow it",
+                          details={"path": ".git"})
+    return {"GIT_DIR": str(dot_git), "GIT_WORK_TREE": str(workspace)}
+
+
 def _config_flags(pairs: Sequence[tuple[str, str]]) -> list[str]:
     flags: list[str] = []
     for key, value in pairs:
@@ -183,6 +211,7 @@ def repository_config_names(workspace: Path, *, timeout_s: float = DEFAULT_TIMEO
     """Names of the config keys the repository itself sets (its local, worktree and included
     files; the system and global files are never read)."""
     env = build_env(workspace, GitAuthor())
+    env.update(pinned_repository(workspace))
     args = ["config", "--list", "--show-scope", "--name-only", "-z"]
     listing = _spawn([git_binary(), "-C", str(workspace), "-c", f"safe.directory={workspace}",
                       *args], env, timeout_s, None)
@@ -243,6 +272,8 @@ def run_git(
     if isinstance(author, tuple):
         author = GitAuthor(*author)
     env = build_env(workspace, author, env_extra)
+    if not args or args[0] not in _UNPINNED_COMMANDS:
+        env.update(pinned_repository(workspace))
     argv = [git_binary(), "--no-pager", "-C", str(workspace), *_config_flags(HARDENING_CONFIG),
             "-c", f"safe.directory={workspace}"]
     if args and args[0] not in _NO_FILTER_COMMANDS:

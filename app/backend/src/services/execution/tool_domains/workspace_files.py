@@ -13,9 +13,12 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolArgs
 from services.execution.tool_domains.workspace_io import (
     MAX_FILE_BYTES,
+    check_room,
     failure,
     kind_of,
-    os_errors,
+    kind_of_mode,
+    lstat_entry,
+    make_dirs,
     read_text,
     resolve,
     write_regular,
@@ -77,6 +80,7 @@ def write_file(args: WriteFileArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     if len(data) > MAX_FILE_BYTES:
         raise failure(ErrorCode.FILE_TOO_LARGE, f"content is larger than {MAX_FILE_BYTES} bytes",
                       target, size=len(data))
+    check_room(ctx, len(data), target)
     created = write_regular(target, data)
     return {"path": target.display, "bytes_written": len(data), "created": created,
             "overwritten": not created}
@@ -108,9 +112,8 @@ def _link_target(ctx: ToolDomainContext, display: str) -> tuple[str | None, bool
 
 def stat_path(args: PathArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     target = resolve(ctx, args.path, follow_final=False)
-    with os_errors(target):
-        st = os.lstat(target.absolute)
-    kind = kind_of(target.absolute)
+    st = lstat_entry(target)
+    kind = kind_of_mode(st.st_mode)
     result: dict[str, Any] = {
         "path": target.display,
         "kind": kind,
@@ -132,6 +135,5 @@ def make_dir(args: PathArgs, ctx: ToolDomainContext) -> dict[str, Any]:
         if kind_of(target.absolute) != "dir":
             raise failure(ErrorCode.PATH_EXISTS, "exists and is not a directory", target)
         return {"path": target.display, "created": False}
-    with os_errors(target):
-        os.makedirs(target.absolute)
+    make_dirs(target)
     return {"path": target.display, "created": True}

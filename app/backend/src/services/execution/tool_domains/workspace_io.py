@@ -9,6 +9,7 @@ only (an ``OSError``'s own text would carry the absolute path).
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -30,7 +31,7 @@ def resolve(ctx: ToolDomainContext, raw: str, *, write: bool = False,
             follow_final: bool = True) -> ResolvedPath:
     """The one way this domain turns an argument into a path."""
     return resolve_path(
-        ctx.resolved_workspace_root(), raw,
+        ctx.root_handle(), raw,
         access=Access.WRITE if write else Access.READ,
         follow_final=follow_final,
         allow_workflows=ctx.allow_workflow_changes,
@@ -73,7 +74,7 @@ def os_errors(path: ResolvedPath | str) -> Iterator[None]:
 
 def _open_regular(target: ResolvedPath, flags: int) -> tuple[int, os.stat_result]:
     with os_errors(target):
-        fd = os.open(target.absolute, flags, 0o666)
+        fd = target.open(flags, 0o666)
     st = os.fstat(fd)
     if stat.S_ISREG(st.st_mode):
         return fd, st
@@ -115,16 +116,54 @@ def read_text(target: ResolvedPath, max_bytes: int = MAX_FILE_BYTES,
     return data.decode("utf-8", errors=errors)
 
 
+def _make_dirs(target: ResolvedPath, relative: PurePosixPath) -> None:
+    """Create ``relative`` and its missing parents, each beneath the root, following no link."""
+    parts = relative.parts
+    for depth in range(1, len(parts) + 1):
+        step = target.child(PurePosixPath(*parts[:depth]), target.root.joinpath(*parts[:depth]))
+        try:
+            os.close(step.open(os.O_PATH | os.O_DIRECTORY))
+            continue
+        except FileNotFoundError:
+            pass
+        with step.parent() as (dir_fd, name), contextlib.suppress(FileExistsError):
+            os.mkdir(name, dir_fd=dir_fd)
+
+
+def make_dirs(target: ResolvedPath) -> None:
+    """Create the directory ``target`` and its missing parents."""
+    with os_errors(target):
+        _make_dirs(target, target.relative)
+
+
 def make_parents(target: ResolvedPath) -> None:
     """Create the missing parents of ``target`` (they resolved inside the root)."""
     try:
         with os_errors(target):
-            os.makedirs(target.absolute.parent, exist_ok=True)
+            _make_dirs(target, target.relative.parent)
     except ToolFailure as exc:
         if exc.code is ErrorCode.PATH_EXISTS:  # a parent is a file
             raise failure(ErrorCode.NOT_A_DIRECTORY, "a parent is not a directory",
                           target) from None
         raise
+
+
+DISK_RESERVE_BYTES = 64 * 1024 * 1024
+
+
+def check_room(ctx: ToolDomainContext, planned: int, target: ResolvedPath,
+               cap: int | None = None) -> None:
+    """Refuse a write of ``planned`` bytes before any is written: over ``cap``, over what the
+    file system has left (keeping a reserve), or refused by the execution's disk check."""
+    if cap is not None and planned > cap:
+        raise failure(ErrorCode.FILE_TOO_LARGE, f"would write {planned} bytes, over the cap "
+                      f"of {cap}", target, size=planned, max_bytes=cap)
+    free = os.statvfs(target.root)
+    if planned + DISK_RESERVE_BYTES > free.f_bavail * free.f_frsize:
+        raise failure(ErrorCode.FILE_TOO_LARGE, "not enough free disk space for this write",
+                      target, size=planned, reason="disk_full")
+    if ctx.disk_check is not None:
+        ctx.disk_check(planned)
 
 
 def write_regular(target: ResolvedPath, data: bytes, *, exclusive: bool = False,
@@ -137,8 +176,8 @@ def write_regular(target: ResolvedPath, data: bytes, *, exclusive: bool = False,
     with os.fdopen(fd, "wb") as handle:
         handle.truncate(0)
         handle.write(data)
-    if created and mode != 0o666:
-        os.chmod(target.absolute, mode & 0o777, follow_symlinks=False)
+        if created and mode != 0o666:
+            os.fchmod(handle.fileno(), mode & 0o777)
     return created
 
 
@@ -150,10 +189,14 @@ def copy_regular(source: ResolvedPath, destination: ResolvedPath) -> int:
         dst_fd, _ = _open_regular(destination, _WRITE_FLAGS | os.O_EXCL)
         with os.fdopen(dst_fd, "wb") as dst:
             copied = 0
-            while chunk := src.read(1024 * 1024):
+            # Never more than the size checked before the copy, should the file grow meanwhile.
+            while copied < st.st_size and (chunk := src.read(min(1024 * 1024,
+                                                                 st.st_size - copied))):
                 dst.write(chunk)
                 copied += len(chunk)
-            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode))
+            # Never the set-user/group-ID or sticky bits: a set-user-ID copy would run as its
+            # owner (the harness, maybe root) for anyone outside.
+            os.fchmod(dst.fileno(), stat.S_IMODE(st.st_mode) & 0o777)
     return copied
 
 
@@ -175,9 +218,25 @@ def guard_subtree(ctx: ToolDomainContext, raw: str, base: PurePosixPath,
                         allow_workflows=ctx.allow_workflow_changes)
 
 
+def lstat_entry(target: ResolvedPath) -> os.stat_result:
+    """``lstat`` of the entry itself, through its parent opened beneath the root."""
+    if target.display == ".":
+        fd = target.open(os.O_PATH | os.O_DIRECTORY)
+        try:
+            return os.fstat(fd)
+        finally:
+            os.close(fd)
+    with os_errors(target), target.parent() as (dir_fd, name):
+        return os.lstat(name, dir_fd=dir_fd)
+
+
 def kind_of(absolute: Path) -> str:
     """``file``, ``dir``, ``symlink`` or ``other`` for an existing entry (not following)."""
-    mode = os.lstat(absolute).st_mode
+    return kind_of_mode(os.lstat(absolute).st_mode)
+
+
+def kind_of_mode(mode: int) -> str:
+    """``file``, ``dir``, ``symlink`` or ``other`` for an ``st_mode``."""
     if stat.S_ISLNK(mode):
         return "symlink"
     if stat.S_ISDIR(mode):

@@ -22,10 +22,12 @@ from services.execution.errors import ErrorCode
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolArgs
 from services.execution.tool_domains.workspace_io import (
+    check_room,
     copy_regular,
     failure,
     guard_subtree,
     kind_of,
+    lstat_entry,
     make_parents,
     os_errors,
     resolve,
@@ -63,11 +65,11 @@ def _entries(ctx: ToolDomainContext, target: ResolvedPath, kind: str) -> list[Pu
 
 
 def _remove(target: ResolvedPath, kind: str) -> None:
-    with os_errors(target):
+    with os_errors(target), target.parent() as (dir_fd, name):
         if kind == "dir":
-            shutil.rmtree(target.absolute)
+            shutil.rmtree(name, dir_fd=dir_fd)
         else:
-            os.unlink(target.absolute)
+            os.unlink(name, dir_fd=dir_fd)
 
 
 def delete_path(args: DeleteArgs, ctx: ToolDomainContext) -> dict[str, Any]:
@@ -116,10 +118,16 @@ def move_path(args: TransferArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     entries = _entries(ctx, source, kind)
     guard_subtree(ctx, destination.display, destination.relative, entries)
     replaced = _prepare_destination(ctx, source, destination, args.overwrite)
-    with os_errors(destination):
-        os.rename(source.absolute, destination.absolute)
+    with os_errors(destination), source.parent() as (src_fd, src_name), \
+            destination.parent() as (dst_fd, dst_name):
+        os.rename(src_name, dst_name, src_dir_fd=src_fd, dst_dir_fd=dst_fd)
     return {"source": source.display, "destination": destination.display, "kind": kind,
             "overwritten": replaced}
+
+
+def _mkdir(target: ResolvedPath) -> None:
+    with os_errors(target), target.parent() as (dir_fd, name):
+        os.mkdir(name, dir_fd=dir_fd)
 
 
 def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
@@ -128,15 +136,15 @@ def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
     plan = list(walk(source, recursive=True, include_hidden=True, report=report))
     moved = [PurePosixPath(e.path.relative.relative_to(source.relative)) for e in plan]
     guard_subtree(ctx, destination.display, destination.relative, moved)
+    planned = sum(e.size for e in plan if e.kind == "file")
+    check_room(ctx, planned, destination, ctx.max_copy_bytes)
     counts = {"files_copied": 0, "dirs_created": 1, "symlinks_copied": 0, "bytes_copied": 0}
-    with os_errors(destination):
-        os.mkdir(destination.absolute)
+    _mkdir(destination)
     for entry, rel in zip(plan, moved, strict=True):
         target = resolve(ctx, (destination.relative / rel).as_posix(), write=True,
                          follow_final=False)
         if entry.kind == "dir":
-            with os_errors(target):
-                os.mkdir(target.absolute)
+            _mkdir(target)
             counts["dirs_created"] += 1
         elif entry.kind == "file":
             counts["bytes_copied"] += copy_regular(entry.path, target)
@@ -144,9 +152,9 @@ def _copy_tree(ctx: ToolDomainContext, source: ResolvedPath,
         else:
             # The link led inside when walk vetted it; re-aim it from its new place.
             linked = resolve(ctx, entry.path.display)
-            with os_errors(target):
-                os.symlink(os.path.relpath(linked.absolute, target.absolute.parent),
-                           target.absolute)
+            with os_errors(target), target.parent() as (dir_fd, name):
+                os.symlink(os.path.relpath(linked.absolute, target.absolute.parent), name,
+                           dir_fd=dir_fd)
             counts["symlinks_copied"] += 1
     return {**counts, **report.as_dict()}
 
@@ -155,6 +163,9 @@ def copy_path(args: TransferArgs, ctx: ToolDomainContext) -> dict[str, Any]:
     source = resolve(ctx, args.source)
     destination = resolve(ctx, args.destination, write=True, follow_final=False)
     kind = _existing(source)
+    if kind != "dir":
+        # Apparent size: a sparse file's holes become real blocks in the copy.
+        check_room(ctx, lstat_entry(source).st_size, destination, ctx.max_copy_bytes)
     replaced = _prepare_destination(ctx, source, destination, args.overwrite)
     if kind == "dir":
         counts = _copy_tree(ctx, source, destination)

@@ -10,9 +10,10 @@ applied in memory first, so a hunk that fails leaves every file untouched (``pat
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
-import tempfile
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +25,7 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.spec import ToolArgs
 from services.execution.tool_domains.workspace_io import (
     kind_of,
+    lstat_entry,
     make_parents,
     read_text,
     resolve,
@@ -216,28 +218,38 @@ def _plan_file(ctx: ToolDomainContext, patch: FilePatch, plan: Planned) -> None:
         plan[new] = _join(lines, eol)
 
 
+def _stage(target: ResolvedPath, content: str) -> str:
+    """Write ``content`` to a new temporary file beside ``target`` (opened beneath the root)."""
+    make_parents(target)
+    mode = lstat_entry(target).st_mode & 0o777 if target.exists() else 0o644
+    temp = f".studio-patch-{secrets.token_hex(8)}"
+    with target.parent() as (dir_fd, _name):
+        fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+                     0o600, dir_fd=dir_fd)
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(content.encode("utf-8", "surrogateescape"))
+        os.fchmod(handle.fileno(), mode)
+    return temp
+
+
 def _commit(plan: Planned) -> None:
     staged: list[tuple[str, ResolvedPath]] = []
     try:
         for target, content in plan.items():
-            if content is None:
-                continue
-            make_parents(target)
-            fd, temp = tempfile.mkstemp(prefix=".studio-patch-", dir=target.absolute.parent)
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(content.encode("utf-8", "surrogateescape"))
-            mode = os.stat(target.absolute).st_mode & 0o7777 if target.exists() else 0o644
-            os.chmod(temp, mode)
-            staged.append((temp, target))
-    except OSError:
-        for temp, _ in staged:
-            os.unlink(temp)
+            if content is not None:
+                staged.append((_stage(target, content), target))
+    except (OSError, ToolFailure):
+        for temp, target in staged:
+            with target.parent() as (dir_fd, _name), contextlib.suppress(OSError):
+                os.unlink(temp, dir_fd=dir_fd)
         raise _bad("could not stage the patched files") from None
     for temp, target in staged:
-        os.replace(temp, target.absolute)
+        with target.parent() as (dir_fd, name):
+            os.replace(temp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
     for target, content in plan.items():
         if content is None and target.exists():
-            os.unlink(target.absolute)
+            with target.parent() as (dir_fd, name):
+                os.unlink(name, dir_fd=dir_fd)
 
 
 def apply_patch(args: ApplyPatchArgs, ctx: ToolDomainContext) -> dict[str, Any]:
