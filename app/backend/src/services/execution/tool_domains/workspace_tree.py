@@ -25,6 +25,7 @@ from services.execution.tool_domains.workspace_io import (
     read_regular,
     resolve,
 )
+from services.execution.tool_domains.workspace_regex import BoundedPattern
 
 MAX_LIST_ENTRIES = 5000
 MAX_GLOB_RESULTS = 1000
@@ -155,14 +156,6 @@ def glob(args: GlobArgs, ctx: ToolDomainContext) -> dict[str, Any]:
             "count": len(matches), "truncated": truncated, **report.as_dict()}
 
 
-def _compile_search(args: SearchArgs) -> re.Pattern[str]:
-    try:
-        return re.compile(args.pattern if args.regex else re.escape(args.pattern))
-    except re.error as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, f"invalid regular expression: {exc.msg}",
-                          details={"pattern": args.pattern}) from None
-
-
 def _files(start: ResolvedPath, file_filter: re.Pattern[str] | None, by_name: bool,
            report: WalkReport) -> Iterator[ResolvedPath]:
     if kind_of(start.absolute) == "file":
@@ -178,7 +171,7 @@ def _files(start: ResolvedPath, file_filter: re.Pattern[str] | None, by_name: bo
 
 
 def search(args: SearchArgs, ctx: ToolDomainContext) -> dict[str, Any]:
-    matcher = _compile_search(args)
+    matcher = BoundedPattern(args.pattern, literal=not args.regex)
     file_filter = glob_regex(args.glob) if args.glob else None
     start = resolve(ctx, args.path)
     if not start.exists():
