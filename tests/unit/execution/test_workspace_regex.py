@@ -41,3 +41,17 @@ def test_literal_and_invalid_patterns() -> None:
     with pytest.raises(Exception, match="invalid regular expression") as raised:
         BoundedPattern("(")
     assert getattr(raised.value, "code", None) == "invalid_arguments"
+
+
+def test_a_backtracking_glob_answers_within_the_budget(
+        workspace: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``*a*a*a*a*a*b`` took minutes per name under ``re``; globs go through the same engine."""
+    monkeypatch.setattr(workspace_regex, "SEARCH_BUDGET_S", 0.5)
+    (workspace / ("a" * 200)).write_text("x\n")
+    ws = Workspace(workspace)
+    hostile = "*a" * 12 + "*b"
+    for envelope in (ws.envelope("glob", pattern=hostile),
+                     ws.envelope("search", pattern="x", glob=hostile)):
+        assert (envelope["ok"] and envelope["result"]["count"] == 0) or \
+            envelope["error"]["code"] == "search_timeout", envelope
+    assert ws.ok("glob", pattern="a*")["count"] == 1

@@ -107,7 +107,7 @@ def _segment_regex(segment: str) -> str:
     return "".join(out)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> BoundedPattern:
     """A compiled regex for a relative glob; ``**`` spans any number of directories."""
     if pattern.startswith("/") or "\x00" in pattern:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, "glob pattern must be relative",
@@ -126,11 +126,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             regex += ".*" if last else "(?:[^/]+/)*"
         else:
             regex += _segment_regex(part) + ("" if last else "/")
-    try:
-        return re.compile(regex, re.DOTALL)
-    except re.error as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, f"invalid glob pattern: {exc.msg}",
-                          details={"pattern": pattern}) from None
+    return BoundedPattern(pattern, translated=regex)
 
 
 def _relative_to(entry: TreeEntry, start: ResolvedPath) -> str:
@@ -156,7 +152,7 @@ def glob(args: GlobArgs, ctx: ToolDomainContext) -> dict[str, Any]:
             "count": len(matches), "truncated": truncated, **report.as_dict()}
 
 
-def _files(start: ResolvedPath, file_filter: re.Pattern[str] | None, by_name: bool,
+def _files(start: ResolvedPath, file_filter: BoundedPattern | None, by_name: bool,
            report: WalkReport) -> Iterator[ResolvedPath]:
     if kind_of(start.absolute) == "file":
         yield start
