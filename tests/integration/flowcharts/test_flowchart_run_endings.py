@@ -12,7 +12,7 @@ from services.db.session import Database
 from services.flowchart_nodes import NodeRunner
 from services.flowchart_runs import FlowchartRunService
 from services.settings import StudioSettings
-from tests.integration.flowcharts.test_flowchart_runs import create, edges, node
+from tests.integration.flowcharts.test_flowchart_runs import agent, create, edges, final, node
 
 
 def _one_command(text: str = "true") -> dict[str, object]:
@@ -70,3 +70,17 @@ def test_a_run_without_a_directory_makes_its_own(db: Database, tmp_path: Path) -
     run_dir = Path(run["workspace"])
     assert run_dir.parent == (tmp_path / "wsroot" / "flowchart-runs").resolve()
     assert (run_dir / "made.txt").read_text() == "hi\n"
+
+
+def test_node_limits_that_do_not_validate_fail_the_node_as_invalid_arguments(
+        db: Database, settings: StudioSettings, ws: Path) -> None:
+    graph = {"nodes": [node("start", "start"),
+                       node("a", "agent", **agent("x", final("success", "ok"),
+                                                  limits={"max_iterations": "many"})),
+                       node("end", "end")],
+             "edges": edges(("start", "a"), ("a", "end"))}
+    service = FlowchartRunService(db, settings)
+    run = service.get(service.start(create(db, graph), workspace=str(ws)))
+    assert run["status"] == "failed"
+    assert run["nodes"]["a"]["error_code"] == "invalid_arguments"
+    assert "max_iterations" in run["nodes"]["a"]["error_message"]

@@ -136,6 +136,9 @@ class FlowchartRunService:
         except TemplateRenderError as exc:
             outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.TEMPLATE_ERROR.value,
                                   error_message=str(exc))
+        except ValueError as exc:  # a node's limits that do not validate, say
+            outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.INVALID_ARGUMENTS.value,
+                                  error_message=f"node {node_id!r}: {exc}")
         except StudioError as exc:  # the node's workspace was refused, say
             outcome = NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
                                   error_message=f"node {node_id!r}: {exc.message}")
