@@ -5,19 +5,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from pathlib import Path
 from typing import Any
 
 from tests.integration.api.server import ApiServer
 from tests.integration.flowcharts.test_flowchart_runs import branching
 
 FINAL = {"succeeded", "failed", "cancelled"}
-
-
-def _workspace(api: ApiServer) -> str:
-    path = Path(api.env["STUDIO_WORKSPACE_DIR"]) / f"flowchart-{uuid.uuid4().hex[:8]}"
-    path.mkdir(parents=True)
-    return str(path)
 
 
 def _poll(api: ApiServer, run_id: str) -> dict[str, Any]:
@@ -55,8 +48,7 @@ def test_create_start_and_poll_a_run_to_completion(api: ApiServer) -> None:
             flowchart["graph"]
         assert flowchart["id"] in [f["id"] for f in client.get("/api/flowcharts").json()
                                    ["flowcharts"]]
-        started = client.post(f"/api/flowcharts/{flowchart['id']}/runs",
-                              json={"workspace": _workspace(api)})
+        started = client.post(f"/api/flowcharts/{flowchart['id']}/runs", json={})
         assert started.status_code == 202, started.text
     run = _poll(api, started.json()["id"])
     assert run["status"] == "succeeded", run
@@ -85,6 +77,7 @@ def test_replace_delete_workspace_and_scopes(api: ApiServer) -> None:
         assert renamed.status_code == 200 and renamed.json()["name"] == "renamed"
         outside = client.post(f"{url}/runs", json={"workspace": "/etc"})
         assert outside.status_code == 422
+        assert outside.json()["error"]["code"] == "host_path_refused"
         assert outside.json()["error"]["details"]["field"] == "workspace"
     with api.client(reader) as client:
         assert client.get(url).status_code == 200

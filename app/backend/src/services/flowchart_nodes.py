@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shlex
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,14 @@ from services.execution.tool_domains.registry import default_registry
 from services.execution_request import ExecutionRequest, create_execution
 from services.executions import ExecutionService, RunRequest
 from services.flowchart_templates import render_template
+from services.flowchart_workspace import (
+    WorkspaceRefused,
+    resolve_node_workspace,
+    runs_directory,
+)
 from services.flowcharts import AgentConfig, CommandConfig, NodeSpec, NodeState
 from services.settings import StudioSettings
+from services.workspaces import workspace_root
 
 
 @dataclass(frozen=True)
@@ -50,8 +56,10 @@ class NodeJob:
     run_id: str
     node: NodeSpec
     node_row_id: str | None
-    workspace: str | None
+    workspace: str | None  # the run's directory
     context: dict[str, Any]
+    # the node's own workspace, resolved and checked once when it starts (see resolve_workspace)
+    node_workspace: Path | None = None
 
 
 class NodeRunner:
@@ -62,12 +70,27 @@ class NodeRunner:
         self.settings = settings
         self.executions = ExecutionRepository(db)
 
-    def workspace(self, job: NodeJob, node_workspace: str | None) -> Path:
-        where = node_workspace or job.workspace
-        if where is None:
-            raise ValueError(f"node {job.node.id!r} has no workspace: give one to the run "
-                             "(workspace) or to the node (config.workspace)")
-        return Path(where)
+    def resolve_workspace(self, job: NodeJob) -> NodeJob:
+        """``job`` with its node's workspace resolved and checked, once, as the node starts:
+        the run's directory or its ``config.workspace`` subdirectory (agent nodes), a real
+        directory strictly inside the run's directory (:mod:`services.flowchart_workspace`)."""
+        if job.node.type == "agent" and AgentConfig.model_validate(job.node.config).repo_url:
+            return job  # a repository node works in a clone of its own
+        if job.workspace is None:
+            raise WorkspaceRefused("the run has no directory of its own")
+        name = (AgentConfig.model_validate(job.node.config).workspace
+                if job.node.type == "agent" else None)
+        run_dir = Path(job.workspace)
+        api_run = run_dir.is_relative_to(runs_directory(self.settings))
+        resolved = resolve_node_workspace(
+            run_dir, name, workspaces=workspace_root(self.settings) if api_run else None)
+        return replace(job, node_workspace=resolved)
+
+    @staticmethod
+    def workspace(job: NodeJob) -> Path:
+        if job.node_workspace is None:
+            raise WorkspaceRefused(f"node {job.node.id!r}: its workspace was not resolved")
+        return job.node_workspace
 
     # -- agent ------------------------------------------------------------------------------
 
@@ -88,7 +111,7 @@ class NodeRunner:
             )
         return RunRequest(
             provider=config.provider, prompt=prompt,
-            workspace=self.workspace(job, config.workspace), model=config.model,
+            workspace=self.workspace(job), model=config.model,
             script=config.replay_script, limit_overrides=dict(config.limits),
             node_config=node_config,
         )
@@ -136,14 +159,14 @@ class NodeRunner:
         text = shlex.join(args["argv"]) if "argv" in args else str(args["command"])
         return self.executions.create(
             provider="command", model="", prompt=text,
-            workspace=str(self.workspace(job, None)), runtime="command",
+            workspace=str(self.workspace(job)), runtime="command",
             limits={"timeout_s": config.timeout_s}, flowchart_run_id=job.run_id,
             node_id=job.node_row_id,
         )
 
     def run_command(self, job: NodeJob, execution_id: str, args: dict[str, Any]) -> NodeOutcome:
         config = CommandConfig.model_validate(job.node.config)
-        workspace = self.workspace(job, None)
+        workspace = self.workspace(job)
         self.executions.mark_running(execution_id)
         ctx = ToolDomainContext(
             workspace_root=workspace, execution_id=execution_id, request_id=str(uuid.uuid4()),

@@ -15,6 +15,7 @@ the run cancelled and requests cancel of every running node execution.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,9 +27,11 @@ from services.db.executions import FINAL_STATUSES, ExecutionRepository
 from services.db.flowcharts import FlowchartRepository, UnknownFlowchart, run_to_json
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.session import Database
+from services.execution.errors import ErrorCode, StudioError
 from services.flowchart_nodes import NodeJob, NodeOutcome, NodeRunner, agent_outcome
 from services.flowchart_templates import TemplateRenderError, template_context
 from services.flowchart_traversal import decide, plan
+from services.flowchart_workspace import create_run_directory
 from services.flowcharts import (
     FINISHED_STATES,
     WORK_TYPES,
@@ -38,6 +41,8 @@ from services.flowcharts import (
     validate_graph,
 )
 from services.settings import StudioSettings
+
+log = logging.getLogger(__name__)
 
 NodeDispatch = Callable[[str, str], None]
 RUN_FINAL = frozenset({"succeeded", "failed", "cancelled"})
@@ -62,7 +67,12 @@ class FlowchartRunService:
 
     def start(self, flowchart_id: str, *, inputs: dict[str, Any] | None = None,
               workspace: str | None = None, max_node_executions: int | None = None) -> str:
-        """Record a run of the flowchart's current graph and dispatch its first nodes."""
+        """Record a run of the flowchart's current graph and dispatch its first nodes.
+
+        The run gets a directory of its own under the workspace root
+        (:func:`~services.flowchart_workspace.create_run_directory`). ``workspace`` (a local
+        directory instead) is for local, trusted callers only; the HTTP API never passes one.
+        """
         stored = self.flowcharts.get(flowchart_id)
         validate_graph(stored.graph)
         limit = max_node_executions or self.settings.flowchart_max_node_executions
@@ -73,6 +83,8 @@ class FlowchartRunService:
                                started_at=utcnow())
             session.add(run)
             session.flush()
+            if workspace is None:
+                run.workspace = str(create_run_directory(self.settings, run.id))
             for node in stored.graph.nodes:
                 session.add(FlowchartRunNode(run_id=run.id, node_key=node.id, type=node.type,
                                              state=NodeState.PENDING.value))
@@ -122,12 +134,37 @@ class FlowchartRunService:
         try:
             outcome = self._run_work(job, execution_id)
         except TemplateRenderError as exc:
-            outcome = NodeOutcome(NodeState.FAILED, error_code="template_error",
+            outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.TEMPLATE_ERROR.value,
                                   error_message=str(exc))
-        except ValueError as exc:  # no workspace for the node
-            outcome = NodeOutcome(NodeState.FAILED, error_code="invalid_arguments",
-                                  error_message=str(exc))
+        except ValueError as exc:  # a node's limits that do not validate, say
+            outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.INVALID_ARGUMENTS.value,
+                                  error_message=f"node {node_id!r}: {exc}")
+        except StudioError as exc:  # the node's workspace was refused, say
+            outcome = NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
+                                  error_message=f"node {node_id!r}: {exc.message}")
+        except Exception as exc:  # a bug: recorded on the node and logged, the run still ends
+            log.exception("flowchart run %s: node %s failed unexpectedly", run_id, node_id)
+            outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.INTERNAL_ERROR.value,
+                                  error_message=f"node {node_id!r}: internal error: "
+                                                f"{type(exc).__name__}")
         self._complete(run_id, node_id, outcome)
+
+    def fail_unfinished(self, run_id: str, node_id: str, message: str) -> None:
+        """Fail a node whose runner ended without recording its outcome (no-op otherwise), and
+        its execution with it: the run always ends."""
+        with self.db.session() as session:
+            row = session.get(FlowchartRunNode, (run_id, node_id))
+            if row is None or row.state != NodeState.RUNNING.value:
+                return
+            execution_id = row.execution_id
+        message = f"node {node_id!r}: {message}"
+        execution = self.executions.get(execution_id) if execution_id else None
+        if execution is not None and execution.status not in FINAL_STATUSES:
+            self.executions.finish(execution.id, status="failed", outcome="error",
+                                   error_code=ErrorCode.SUBSTRATE_ERROR.value,
+                                   error_message=message)
+        self._complete(run_id, node_id, NodeOutcome(
+            NodeState.FAILED, error_code=ErrorCode.SUBSTRATE_ERROR.value, error_message=message))
 
     # -- traversal --------------------------------------------------------------------------
 
@@ -230,6 +267,7 @@ class FlowchartRunService:
 
     def _run_work(self, job: NodeJob, execution_id: str | None) -> NodeOutcome:
         runner = NodeRunner(self.db, self.settings)
+        job = runner.resolve_workspace(job)
         if job.node.type == "agent":
             request = runner.agent_request(job)
             if execution_id is None:
@@ -296,4 +334,6 @@ def _end_run(session: Session, run: FlowchartRun, status: str, code: str,
             _finish_row(row, NodeState.CANCELLED, "cancelled", f"the run {status}")
         elif row.state == NodeState.RUNNING.value and row.execution_id:
             to_cancel.append(row.execution_id)
+        elif row.state == NodeState.RUNNING.value:  # claimed, no execution yet: it never starts
+            _finish_row(row, NodeState.CANCELLED, "cancelled", f"the run {status} first")
     return to_cancel

@@ -13,9 +13,17 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from services.flowchart_templates import template_syntax_errors
+from services.flowchart_workspace import check_node_workspace_name
 from services.repo_urls import RepositoryUrlRejected, validate_repo_url
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$"
@@ -93,7 +101,8 @@ class AgentConfig(_Config):
     prompt: str = Field(min_length=1)
     model: str | None = None
     replay_script: dict[str, Any] | None = None
-    workspace: str | None = None
+    # a subdirectory of the run's directory (a simple relative name), else the run's directory
+    workspace: str | None = Field(default=None, max_length=800)
     # a repository instead of a workspace: the node clones it, works on its own branch and ends
     # in push and pull request, through the durable path (lease, resume, exactly-once push)
     repo_url: str | None = None
@@ -103,6 +112,11 @@ class AgentConfig(_Config):
     limits: dict[str, Any] = Field(default_factory=dict)
     continue_on_failure: bool = False
     cutover_override: bool | None = Field(default=None, alias="__agent_runtime_cutover_enabled")
+
+    @field_validator("workspace")
+    @classmethod
+    def _relative_workspace(cls, value: str | None) -> str | None:
+        return None if value is None else check_node_workspace_name(value)
 
     @model_validator(mode="after")
     def _repository(self) -> AgentConfig:

@@ -18,6 +18,7 @@ from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 
 from services.api.auth import Scope, route_scope
+from services.api.body_guard import BodyGuardMiddleware
 from services.api.errors import install_error_handlers
 from services.api.launcher import DispatchLauncher, Launcher
 from services.api.metrics import RequestCounter
@@ -96,6 +97,7 @@ def create_app(settings: StudioSettings | None = None, *, db: Database | None = 
     for name in ROUTER_MODULES:
         app.include_router(_router(name))
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
+    app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.api_max_body_bytes)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],

@@ -25,6 +25,28 @@ __all__ = ["Scope", "ScopeRequirement", "TokenIdentity", "requires", "route_scop
 _bearer = HTTPBearer(auto_error=False, description="An API token made by `studio tokens create`.")
 
 
+def _bearer_token(request: Request) -> str:
+    scheme, _, token = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise ApiError("a bearer token is required", code=ErrorCode.UNAUTHORIZED)
+    return token.strip()
+
+
+async def authenticate(request: Request) -> TokenIdentity:
+    """The verified identity of the request's bearer token (verified once per request);
+    ``unauthorized`` for a missing, unknown or revoked token."""
+    known: TokenIdentity | None = getattr(request.state, "token", None)
+    if known is not None:
+        return known
+    db: Database = request.app.state.db
+    identity = await anyio.to_thread.run_sync(ApiTokenRepository(db).verify,
+                                              _bearer_token(request))
+    if identity is None:
+        raise ApiError("the bearer token is unknown or revoked", code=ErrorCode.UNAUTHORIZED)
+    request.state.token = identity
+    return identity
+
+
 class ScopeRequirement:
     """The dependency that checks the bearer token and its scope; ``scope`` says which."""
 
@@ -37,16 +59,11 @@ class ScopeRequirement:
     ) -> TokenIdentity:
         if credentials is None or credentials.scheme.lower() != "bearer":
             raise ApiError("a bearer token is required", code=ErrorCode.UNAUTHORIZED)
-        db: Database = request.app.state.db
-        identity = await anyio.to_thread.run_sync(ApiTokenRepository(db).verify,
-                                                  credentials.credentials)
-        if identity is None:
-            raise ApiError("the bearer token is unknown or revoked", code=ErrorCode.UNAUTHORIZED)
+        identity = await authenticate(request)
         if self.scope.value not in identity.scopes:
             raise ApiError(f"this endpoint needs the {self.scope.value!r} scope",
                            code=ErrorCode.FORBIDDEN,
                            details={"required_scope": self.scope.value})
-        request.state.token = identity
         return identity
 
 

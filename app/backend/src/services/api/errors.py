@@ -34,6 +34,10 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.KILLSWITCH_ENGAGED: 409,
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.INTEGRATION_UNAVAILABLE: 503,
+    ErrorCode.HOST_PATH_REFUSED: 422,
+    ErrorCode.WORKSPACE_REFUSED: 422,
+    ErrorCode.REQUEST_TOO_LARGE: 413,
+    ErrorCode.LIMIT_ABOVE_CEILING: 403,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {
@@ -65,6 +69,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
     for status, description in (
         (401, "No bearer token, or an unknown or revoked one (unauthorized)."),
         (403, "The token lacks the scope this endpoint needs (forbidden)."),
+        (413, "The request body is over the deployment's size cap (request_too_large)."),
         (422, "The request is invalid (invalid_arguments)."),
     )
 }

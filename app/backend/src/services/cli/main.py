@@ -17,6 +17,7 @@ from typer._click import exceptions as click_errors
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
 from services.cli.api import api_command
 from services.cli.execute import execute_command
+from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
 from services.cli.tokens import app as tokens_app
 from services.cli.worker import worker_command
@@ -34,6 +35,7 @@ app.add_typer(tools.app, name="tools")
 app.command("run")(run.run_command)
 app.command("demo")(demo.demo_command)
 app.command("execute")(execute_command)
+app.command("flowchart-node", hidden=True)(flowchart_node_command)
 app.add_typer(db.app, name="db")
 app.add_typer(runtime_settings.app, name="settings")
 app.command("killswitch")(runtime_settings.killswitch)

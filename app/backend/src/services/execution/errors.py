@@ -67,6 +67,12 @@ class ErrorCode(StrEnum):
     NOT_FOUND = "not_found"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"
+    TEMPLATE_ERROR = "template_error"
+    SEARCH_TIMEOUT = "search_timeout"
+    HOST_PATH_REFUSED = "host_path_refused"
+    WORKSPACE_REFUSED = "workspace_refused"
+    REQUEST_TOO_LARGE = "request_too_large"
+    LIMIT_ABOVE_CEILING = "limit_above_ceiling"
 
 
 class StudioError(Exception):

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Response
+from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_launcher, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.launcher import Launcher
+from services.api.limits import check_limits
 from services.api.schemas import (
     EXECUTION_ID_PATTERN,
     CancelAccepted,
@@ -64,7 +65,7 @@ def _found(db: Database, execution_id: str) -> NodeExecution:
 @router.post("", status_code=202, response_model=ExecutionCreated,
              dependencies=[requires(Scope.RUN)])
 def create_execution_route(
-    body: ExecutionCreate, response: Response,
+    body: ExecutionCreate, response: Response, http_request: Request,
     db: Database = Depends(get_db),  # noqa: B008
     settings: StudioSettings = Depends(get_settings),  # noqa: B008
     launcher: Launcher = Depends(get_launcher),  # noqa: B008
@@ -73,6 +74,7 @@ def create_execution_route(
     validate_repo_url(body.repo_url, from_api=True)
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
+    check_limits(http_request, db, limits, "limits")
     request = ExecutionRequest(
         provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,

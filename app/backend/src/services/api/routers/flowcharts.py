@@ -3,28 +3,31 @@
 Scopes: ``read`` for every GET; ``run`` to create, replace or delete a flowchart (authoring is the
 work of the people who run flowcharts; ``admin`` stays for operators' settings) and to start or
 cancel a run. A malformed graph is ``invalid_arguments`` (422) with ``details.problems``, each
-``{code, node_id, edge_id, message}``. A run's ``workspace`` must be a directory under the
-deployment's workspace root (``STUDIO_WORKSPACE_DIR``); so must a node's ``config.workspace``.
+``{code, node_id, edge_id, message}``.
+
+The API never takes a filesystem path: a run gets a directory of its own under the deployment's
+workspace root (:mod:`services.flowchart_workspace`), and a node's ``config.workspace`` is a
+relative name inside it. A body naming ``workspace`` is refused with ``host_path_refused`` (422).
 
 Runs go through :func:`services.worker.flowchart_tasks.flowchart_dispatch`: a task per work node
-when a broker is configured, else a small thread pool of this process.
+when a broker is configured, else a ``studio flowchart-node`` child process per node
+(:mod:`services.api.node_children`): no node ever runs in the API's process.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
-from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
 from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.limits import check_limits
+from services.api.node_children import node_children
 from services.db.flowcharts import FlowchartRepository, UnknownFlowchart
 from services.db.session import Database
 from services.execution.errors import ErrorCode
@@ -32,14 +35,11 @@ from services.flowchart_runs import FlowchartRunService, NodeDispatch
 from services.flowcharts import AgentConfig, FlowchartGraph, FlowchartValidationError, parse_graph
 from services.settings import StudioSettings
 from services.worker.flowchart_tasks import flowchart_dispatch
-from services.workspaces import workspace_root
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["flowcharts"], responses=ERROR_RESPONSES)
 
 Id = Annotated[str, PathParam(pattern=r"^[0-9a-f-]{36}$", description="A uuid.")]
-_pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
 
 
 class FlowchartCreate(BaseModel):
@@ -77,8 +77,9 @@ class RunCreate(BaseModel):
 
     inputs: dict[str, Any] = Field(default_factory=dict,
                                    description="Seen by templates as `inputs`.")
-    workspace: str | None = Field(default=None, description="A directory under the workspace "
-                                                            "root, shared by the run's nodes.")
+    workspace: str | None = Field(
+        default=None, description="Refused (host_path_refused): the API never takes a filesystem "
+                                  "path. The run gets a directory of its own.")
     max_node_executions: int | None = Field(default=None, ge=1, le=10_000)
 
 
@@ -120,36 +121,25 @@ def _not_found(what: str, ident: str) -> ApiError:
     return ApiError(f"no {what} {ident}", code=ErrorCode.NOT_FOUND, details={"id": ident})
 
 
-def _inside_root(where: str, settings: StudioSettings, field: str) -> None:
-    root = workspace_root(settings).resolve()
-    path = Path(where).resolve()
-    if not path.is_dir() or not path.is_relative_to(root):
-        raise ApiError(f"{field} must be an existing directory under the workspace root",
-                       code=ErrorCode.INVALID_ARGUMENTS, details={"field": field})
-
-
-def _background_pool() -> ThreadPoolExecutor:
-    global _pool
-    with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="studio-flowchart")
-        return _pool
-
-
-def _log_failure(future: Future[None]) -> None:
-    if not future.cancelled() and (exc := future.exception()) is not None:
-        log.error("flowchart node failed to run", exc_info=exc)
+def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
+                      graph: FlowchartGraph, max_node_executions: int | None) -> None:
+    """The run's and each agent node's limits: above the deployment's needs ``admin``."""
+    if max_node_executions is not None:
+        check_limits(request, db, {"max_node_executions": max_node_executions},
+                     "max_node_executions",
+                     {"max_node_executions": settings.flowchart_max_node_executions})
+    for node in graph.nodes:
+        if node.type == "agent":
+            check_limits(request, db, dict(AgentConfig.model_validate(node.config).limits),
+                         f"nodes.{node.id}.config.limits")
 
 
 def _service(db: Database, settings: StudioSettings) -> FlowchartRunService:
+    """The run service; its nodes go to the broker, else each to a child process."""
     dispatch: NodeDispatch | None = flowchart_dispatch(settings)
     if dispatch is None:
-        def in_background(run_id: str, node_id: str) -> None:
-            _background_pool().submit(service.run_node, run_id, node_id) \
-                .add_done_callback(_log_failure)
-        dispatch = in_background
-    service = FlowchartRunService(db, settings, dispatch=dispatch)
-    return service
+        dispatch = node_children(db, settings).dispatch
+    return FlowchartRunService(db, settings, dispatch=dispatch)
 
 
 @router.post("/api/flowcharts", status_code=201, response_model=Flowchart,
@@ -205,7 +195,7 @@ def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Respon
 
 @router.post("/api/flowcharts/{flowchart_id}/runs", status_code=202, response_model=RunCreated,
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def start_run(flowchart_id: Id, body: RunCreate, response: Response,
+def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Request,
               db: Database = Depends(get_db),  # noqa: B008
               settings: StudioSettings = Depends(get_settings)) -> RunCreated:  # noqa: B008
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
@@ -214,13 +204,16 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response,
     except UnknownFlowchart as exc:
         raise _not_found("flowchart", flowchart_id) from exc
     if body.workspace is not None:
-        _inside_root(body.workspace, settings, "workspace")
-    for node in stored.graph.nodes:
-        if node.type == "agent" and (where := AgentConfig.model_validate(node.config).workspace):
-            _inside_root(where, settings, f"nodes.{node.id}.config.workspace")
-    run_id = _service(db, settings).start(flowchart_id, inputs=body.inputs,
-                                          workspace=body.workspace,
-                                          max_node_executions=body.max_node_executions)
+        raise ApiError("the API takes no filesystem path: a run gets a directory of its own "
+                       "(local paths are for the CLI)", code=ErrorCode.HOST_PATH_REFUSED,
+                       details={"field": "workspace"})
+    _check_run_limits(request, db, settings, stored.graph, body.max_node_executions)
+    try:
+        run_id = _service(db, settings).start(flowchart_id, inputs=body.inputs,
+                                              max_node_executions=body.max_node_executions)
+    except FlowchartValidationError as exc:  # stored before the rules of today
+        raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
+                       details={"problems": exc.to_json()}) from exc
     response.headers["Location"] = f"/api/flowchart-runs/{run_id}"
     return RunCreated(id=run_id, status=_service(db, settings).get(run_id)["status"])
 

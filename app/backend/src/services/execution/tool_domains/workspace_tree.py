@@ -25,6 +25,7 @@ from services.execution.tool_domains.workspace_io import (
     read_regular,
     resolve,
 )
+from services.execution.tool_domains.workspace_regex import BoundedPattern
 
 MAX_LIST_ENTRIES = 5000
 MAX_GLOB_RESULTS = 1000
@@ -106,7 +107,7 @@ def _segment_regex(segment: str) -> str:
     return "".join(out)
 
 
-def glob_regex(pattern: str) -> re.Pattern[str]:
+def glob_regex(pattern: str) -> BoundedPattern:
     """A compiled regex for a relative glob; ``**`` spans any number of directories."""
     if pattern.startswith("/") or "\x00" in pattern:
         raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, "glob pattern must be relative",
@@ -125,11 +126,7 @@ def glob_regex(pattern: str) -> re.Pattern[str]:
             regex += ".*" if last else "(?:[^/]+/)*"
         else:
             regex += _segment_regex(part) + ("" if last else "/")
-    try:
-        return re.compile(regex, re.DOTALL)
-    except re.error as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, f"invalid glob pattern: {exc.msg}",
-                          details={"pattern": pattern}) from None
+    return BoundedPattern(pattern, translated=regex)
 
 
 def _relative_to(entry: TreeEntry, start: ResolvedPath) -> str:
@@ -155,15 +152,7 @@ def glob(args: GlobArgs, ctx: ToolDomainContext) -> dict[str, Any]:
             "count": len(matches), "truncated": truncated, **report.as_dict()}
 
 
-def _compile_search(args: SearchArgs) -> re.Pattern[str]:
-    try:
-        return re.compile(args.pattern if args.regex else re.escape(args.pattern))
-    except re.error as exc:
-        raise ToolFailure(ErrorCode.INVALID_ARGUMENTS, f"invalid regular expression: {exc.msg}",
-                          details={"pattern": args.pattern}) from None
-
-
-def _files(start: ResolvedPath, file_filter: re.Pattern[str] | None, by_name: bool,
+def _files(start: ResolvedPath, file_filter: BoundedPattern | None, by_name: bool,
            report: WalkReport) -> Iterator[ResolvedPath]:
     if kind_of(start.absolute) == "file":
         yield start
@@ -178,7 +167,7 @@ def _files(start: ResolvedPath, file_filter: re.Pattern[str] | None, by_name: bo
 
 
 def search(args: SearchArgs, ctx: ToolDomainContext) -> dict[str, Any]:
-    matcher = _compile_search(args)
+    matcher = BoundedPattern(args.pattern, literal=not args.regex)
     file_filter = glob_regex(args.glob) if args.glob else None
     start = resolve(ctx, args.path)
     if not start.exists():
