@@ -1,0 +1,139 @@
+"""Start time of the ``studio`` command line, next to ``python -c "import typer"`` in the same run.
+
+Run from the repository root (about half a minute on 2 cores)::
+
+    .venv/bin/python -m bench.cli_start
+    .venv/bin/python bench/cli_start.py --reps 21
+
+Measured, ``--reps`` times each after one warm-up, the commands interleaved (the order rotating
+every repetition) so that all of them see the same machine load; wall time of the whole process,
+medians reported:
+
+- ``python -c "import typer"`` (the reference: the interpreter and the CLI library, nothing else);
+- ``studio --help``;
+- ``studio tools list``;
+- ``studio tools call workspace.list_dir --workspace DIR`` (a real call: settings, registry,
+  sandbox selection, dispatcher, one envelope).
+
+Target: each ``studio`` command within 0.25 s of the reference. For every command the script also
+prints, from one ``-X importtime`` run, the top-level packages that cost the most to import beyond
+the reference's own: where the target is missed, that is where the time goes. Results go to
+``bench/results/cli_start.json`` (git-ignored); the exit status is 0 whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cli_start.json"
+TARGET_S = 0.25
+IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|(\s*)(\S+)$")
+
+
+def studio_argv() -> list[str]:
+    """The installed console script next to this interpreter (else ``python -m services.cli``)."""
+    script = Path(sys.executable).with_name("studio")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+
+
+def commands(workspace: Path) -> dict[str, list[str]]:
+    studio = studio_argv()
+    return {
+        "python -c 'import typer'": [sys.executable, "-c", "import typer"],
+        "studio --help": [*studio, "--help"],
+        "studio tools list": [*studio, "tools", "list"],
+        "studio tools call": [*studio, "tools", "call", "workspace.list_dir",
+                              "--workspace", str(workspace)],
+    }
+
+
+def run_once(argv: list[str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    return time.perf_counter() - started
+
+
+def measure(cmds: dict[str, list[str]], reps: int) -> dict[str, list[float]]:
+    names = list(cmds)
+    for name in names:  # warm-up: the page cache, the .pyc files
+        run_once(cmds[name])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(run_once(cmds[name]))
+    return times
+
+
+def import_costs(argv: list[str]) -> Counter[str]:
+    """Self import time (seconds) per top-level package, from one ``-X importtime`` run."""
+    env = {**os.environ, "PYTHONPROFILEIMPORTTIME": "1"}
+    if Path(argv[0]).name == "studio":  # the console script is a Python file: run it with -X
+        argv = [sys.executable, *argv]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    costs: Counter[str] = Counter()
+    for line in done.stderr.splitlines():
+        match = IMPORTTIME.match(line)
+        if match:
+            costs[match.group(3).split(".")[0]] += int(match.group(1)) / 1e6
+    return costs
+
+
+def report(cmds: dict[str, list[str]], times: dict[str, list[float]]) -> list[dict[str, object]]:
+    names = list(cmds)
+    reference = statistics.median(times[names[0]])
+    base_costs = import_costs(cmds[names[0]])
+    rows: list[dict[str, object]] = []
+    print(f"{'command':<26} {'median s':>9} {'min s':>7} {'- ref s':>8} {'ratio':>6}  verdict")
+    for name in names:
+        median = statistics.median(times[name])
+        diff = median - reference
+        verdict = "" if name == names[0] else ("MET" if diff <= TARGET_S else
+                                               f"MISS by {diff - TARGET_S:.3f} s")
+        print(f"{name:<26} {median:>9.3f} {min(times[name]):>7.3f} {diff:>8.3f} "
+              f"{median / reference:>5.2f}x  {verdict}")
+        rows.append({"command": name, "median_s": median, "min_s": min(times[name]),
+                     "minus_reference_s": diff, "ratio": median / reference,
+                     "verdict": verdict, "times_s": times[name]})
+    for name in names[1:]:
+        extra = import_costs(cmds[name]) - base_costs
+        top = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in extra.most_common(8))
+        print(f"  {name}: imports beyond the reference: {top}")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    options = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as workspace:
+        (Path(workspace) / "README.md").write_text("sample\n")
+        cmds = commands(Path(workspace))
+        times = measure(cmds, options.reps)
+        rows = report(cmds, times)
+    load_after = os.getloadavg()[0]
+    print(f"reps {options.reps}, load {load_before:.1f} before / {load_after:.1f} after, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    if max(load_before, load_after) > (os.cpu_count() or 1):
+        print("warning: the load average exceeded the CPU count; the numbers are noisy")
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(json.dumps({"reps": options.reps, "target_s": TARGET_S,
+                                       "load": [load_before, load_after], "rows": rows},
+                                      indent=2))
+
+
+if __name__ == "__main__":
+    main()
