@@ -5,11 +5,6 @@ from __future__ import annotations
 from typing import Annotated
 
 import typer
-import uvicorn
-
-from services.api.app import create_app
-from services.cli.database import open_db
-from services.settings import get_settings
 
 
 def api_command(
@@ -18,6 +13,12 @@ def api_command(
     log_level: Annotated[str, typer.Option(help="uvicorn log level.")] = "info",
 ) -> None:
     """Serve the HTTP API; the listening address is printed on stderr once bound."""
+    import uvicorn  # FastAPI, uvicorn and the database: only for this command
+
+    from services.api.app import create_app
+    from services.cli.database import open_db
+    from services.settings import get_settings
+
     app = create_app(get_settings(), db=open_db())
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, lifespan="on")

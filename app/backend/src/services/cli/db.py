@@ -6,15 +6,15 @@ import json
 
 import typer
 
-from services.cli.database import open_db
-from services.db import migrate
-
 app = typer.Typer(help="Database schema.", no_args_is_help=True)
 
 
 @app.command("upgrade")
 def upgrade(revision: str = typer.Argument("head", help="Target revision.")) -> None:
     """Apply the Alembic migrations (PostgreSQL; SQLite is migrated on open anyway)."""
+    from services.cli.database import open_db
+    from services.db import migrate  # Alembic and SQLAlchemy: only for this command
+
     db = open_db(check=False)
     try:
         before = sorted(migrate.current_revisions(db.engine))

@@ -13,18 +13,12 @@ import json
 import shutil
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
 
-from services.cli.database import open_db
-from services.cli.live import LiveConsoleSink
-from services.db.redaction import Redactor
-from services.durable import execute_execution
-from services.execution.tool_domains.git_runner import GitAuthor, run_git
-from services.execution_request import ExecutionRequest, create_execution
-from services.settings import get_settings
+if TYPE_CHECKING:
+    from services.execution.tool_domains.git_runner import GitAuthor
 
 SAMPLE_FILES = {
     "calc.py": '"""A tiny calculator."""\n\n\ndef add(a: int, b: int) -> int:\n'
@@ -41,6 +35,8 @@ TEST_COMMAND = ["python3", "-m", "unittest", "-q"]
 
 def _sample_repository(root: Path, author: GitAuthor) -> Path:
     """A bare remote holding the sample project on ``main``."""
+    from services.execution.tool_domains.git_runner import run_git
+
     source = root / "sample"
     source.mkdir(parents=True)
     for name, text in SAMPLE_FILES.items():
@@ -71,6 +67,8 @@ def demo_script() -> dict[str, Any]:
 
 
 def _pushed_commit(remote: Path, branch: str | None, author: GitAuthor) -> str:
+    from services.execution.tool_domains.git_runner import run_git
+
     if not branch:
         return ""
     head = run_git(remote.parent, ["--git-dir", str(remote), "rev-parse", f"refs/heads/{branch}"],
@@ -82,6 +80,17 @@ def demo_command(
     keep_workspace: bool = typer.Option(False, help="Keep the workspace after the run."),
 ) -> None:
     """Run the whole pipeline on a generated sample repository (replay provider, no API key)."""
+    # The durable path (database, MCP bridge, providers) is imported when the command runs.
+    from rich.console import Console
+
+    from services.cli.database import open_db
+    from services.cli.live import LiveConsoleSink
+    from services.db.redaction import Redactor
+    from services.durable import execute_execution
+    from services.execution.tool_domains.git_runner import GitAuthor
+    from services.execution_request import ExecutionRequest, create_execution
+    from services.settings import get_settings
+
     settings = get_settings()
     console = Console(stderr=True, highlight=False, soft_wrap=True)
     author = GitAuthor(settings.git_author_name, settings.git_author_email)

@@ -9,16 +9,12 @@ final status; 2 for an unknown id or a configuration error. ``--json`` prints on
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from services.cli.database import open_db
-from services.cli.live import LiveConsoleSink
-from services.db.executions import UnknownExecution
-from services.durable import ExecutionOutcome, execute_execution
-from services.execution.errors import ConfigError
-from services.settings import get_settings
+if TYPE_CHECKING:
+    from services.durable import ExecutionOutcome
 
 
 def report(outcome: ExecutionOutcome, json_output: bool) -> None:
@@ -40,6 +36,14 @@ def execute_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
 ) -> None:
     """Run (or resume) a recorded execution to its end: lease, workspace, loop, push, PR."""
+    # The durable path (database, MCP bridge, providers) is imported when the command runs.
+    from services.cli.database import open_db
+    from services.cli.live import LiveConsoleSink
+    from services.db.executions import UnknownExecution
+    from services.durable import execute_execution
+    from services.execution.errors import ConfigError
+    from services.settings import get_settings
+
     db = open_db()
     try:
         outcome = execute_execution(execution_id, settings=get_settings(), db=db,

@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import typer
-from rich.console import Console
-from rich.table import Table
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 from services.cli.database import open_db
-from services.db.executions import (
-    ExecutionRepository,
-    UnknownExecution,
-    execution_to_json,
-    tool_call_to_json,
-)
 
 app = typer.Typer(help="Node executions and their evidence.", no_args_is_help=True)
 
 
 def _console() -> Console:
+    from rich.console import Console
+
     return Console(width=200, soft_wrap=False)
 
 
@@ -35,6 +32,8 @@ def list_executions(
     as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
 ) -> None:
     """The most recent executions, with their full ids."""
+    from services.db.executions import ExecutionRepository, execution_to_json
+
     db = open_db()
     try:
         rows = [execution_to_json(r) for r in ExecutionRepository(db).list(limit=limit,
@@ -44,6 +43,8 @@ def list_executions(
     if as_json:
         typer.echo(_compact(rows))
         return
+    from rich.table import Table
+
     table = Table("id", "status", "outcome", "provider", "model", "iterations", "cost_usd",
                   "created_at")
     table.columns[0].no_wrap = True
@@ -55,6 +56,8 @@ def list_executions(
 
 
 def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+    from rich.table import Table
+
     console = _console()
     summary = Table("field", "value", show_header=False)
     for key in ("id", "status", "outcome", "runtime", "provider", "model", "repo_url", "branch",
@@ -80,6 +83,8 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
 ) -> None:
     """One execution: its settings snapshot, each tool call with its outcome, usage and cost."""
+    from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
+
     db = open_db()
     try:
         repository = ExecutionRepository(db)
@@ -100,6 +105,8 @@ def show(
 @app.command("cancel")
 def cancel(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
     """Ask a running execution to stop before its next model or tool call."""
+    from services.db.executions import ExecutionRepository, UnknownExecution
+
     db = open_db()
     try:
         ExecutionRepository(db).request_cancel(execution_id)

@@ -13,8 +13,6 @@ from typing import Annotated
 
 import typer
 
-from services.cli.database import open_db
-from services.flowchart_runs import FlowchartRunService
 from services.settings import get_settings
 
 
@@ -27,6 +25,9 @@ def flowchart_node_command(
     node_id: Annotated[str, typer.Argument(metavar="NODE_ID")],
 ) -> None:
     """Run one work node of a flowchart run (the API's child process when there is no broker)."""
+    from services.cli.database import open_db
+    from services.flowchart_runs import FlowchartRunService
+
     db = open_db()
     try:
         FlowchartRunService(db, get_settings(), dispatch=hand_back).run_node(run_id, node_id)

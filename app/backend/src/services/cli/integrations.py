@@ -11,7 +11,6 @@ import typer
 from pydantic import SecretStr
 
 from services.cli.database import open_db
-from services.db.integrations import IntegrationRepository
 from services.execution.errors import ConfigError
 from services.settings import get_settings
 
@@ -47,6 +46,8 @@ def set_integration(
         typer.echo("studio: nothing to set; give --api-url, --git-origins and/or --token-stdin",
                    err=True)
         raise typer.Exit(2)
+    from services.db.integrations import IntegrationRepository
+
     token = _read_token() if token_stdin else None
     settings = get_settings()
     db = open_db()
@@ -68,6 +69,8 @@ def set_integration(
 @app.command("show")
 def show() -> None:
     """Print each integration: API URL and whether a token is set (never the token)."""
+    from services.db.integrations import IntegrationRepository
+
     db = open_db()
     try:
         described = IntegrationRepository(db, get_settings()).describe()

@@ -7,11 +7,9 @@ The data is :mod:`services.execution.providers.capabilities`, the same matrix th
 from __future__ import annotations
 
 import json
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
-from rich.console import Console
-from rich.table import Table
 
 from services.composition import sandbox_report
 from services.execution.providers.capabilities import (
@@ -23,6 +21,9 @@ from services.execution.providers.capabilities import (
 )
 from services.settings import get_settings
 
+if TYPE_CHECKING:
+    from rich.table import Table
+
 
 def _yes_no(value: bool) -> str:
     return "yes" if value else "no"
@@ -30,6 +31,8 @@ def _yes_no(value: bool) -> str:
 
 def capability_table() -> Table:
     """Providers as columns, one row per capability, then one per guard (where it acts)."""
+    from rich.table import Table
+
     table = Table(title="Provider capabilities", show_lines=True)
     table.add_column("capability", style="bold", no_wrap=True)
     for name in CAPABILITIES:
@@ -63,5 +66,7 @@ def providers_command(
         typer.echo(json.dumps({"providers": matrix(), "guards": list(GUARDS),
                                "sandbox": sandbox}, separators=(",", ":")))
         return
+    from rich.console import Console
+
     Console(width=160).print(capability_table())
     typer.echo(f"command sandbox: {sandbox['mode']} (STUDIO_SANDBOX={sandbox['configured']})")

@@ -12,20 +12,17 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any, NoReturn, cast
+from typing import TYPE_CHECKING, Annotated, Any, NoReturn, cast
 
 import typer
 
 from services.cli.database import open_db
 from services.cli.execute import report
-from services.cli.live import LiveConsoleSink
-from services.composition import PROVIDERS
-from services.db.redaction import Redactor
-from services.durable import execute_execution
 from services.execution.errors import ConfigError, ExecutionError
-from services.execution_request import ExecutionRequest, create_execution
-from services.executions import ExecutionService, RunRequest
 from services.settings import get_settings
+
+if TYPE_CHECKING:
+    from services.execution_request import ExecutionRequest
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -54,6 +51,12 @@ def run_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
+    # The loop, the providers and the durable path are imported when the command runs.
+    from services.cli.live import LiveConsoleSink
+    from services.composition import PROVIDERS
+    from services.execution_request import ExecutionRequest
+    from services.executions import ExecutionService, RunRequest
+
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
     if (workspace is None) == (repo is None):
@@ -99,6 +102,11 @@ def _script(path: Path | None) -> dict[str, Any] | None:
 
 
 def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool) -> None:
+    from services.cli.live import LiveConsoleSink
+    from services.db.redaction import Redactor
+    from services.durable import execute_execution
+    from services.execution_request import create_execution
+
     settings = get_settings()
     db = open_db()
     try:

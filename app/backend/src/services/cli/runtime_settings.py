@@ -9,11 +9,6 @@ from typing import Annotated, Any
 import typer
 
 from services.cli.database import open_db
-from services.db.runtime_settings import (
-    InvalidSettingValue,
-    SettingsRepository,
-    UnknownSetting,
-)
 
 app = typer.Typer(help="Runtime settings, read fresh by running executions.", no_args_is_help=True)
 
@@ -31,6 +26,8 @@ def _parse(raw: str) -> Any:
 
 
 def _store(key: str, value: Any) -> Any:
+    from services.db.runtime_settings import InvalidSettingValue, SettingsRepository, UnknownSetting
+
     db = open_db()
     try:
         return SettingsRepository(db).set(key, value)
@@ -44,6 +41,8 @@ def _store(key: str, value: Any) -> Any:
 @app.command("get")
 def get(key: str) -> None:
     """Print the effective value of KEY as JSON."""
+    from services.db.runtime_settings import SettingsRepository, UnknownSetting
+
     db = open_db()
     try:
         value = SettingsRepository(db).get(key)
@@ -66,6 +65,8 @@ def set_(key: str, value: str) -> None:
 @app.command("list")
 def list_() -> None:
     """Print every runtime setting with its effective value, as one JSON object."""
+    from services.db.runtime_settings import SettingsRepository
+
     db = open_db()
     try:
         typer.echo(_compact(SettingsRepository(db).all()))

@@ -7,7 +7,6 @@ from typing import Annotated
 import typer
 
 from services.cli.database import open_db
-from services.db.api_tokens import ApiTokenRepository, InvalidScopes
 
 app = typer.Typer(help="API tokens (bearer, scoped: read, run, admin).", no_args_is_help=True)
 
@@ -18,6 +17,8 @@ def create(
     scopes: Annotated[str, typer.Option(help="Comma-separated: read,run,admin.")] = "read",
 ) -> None:
     """Create a token; it is printed once, alone on the last line of stdout."""
+    from services.db.api_tokens import ApiTokenRepository, InvalidScopes
+
     db = open_db()
     try:
         token_id, token = ApiTokenRepository(db).create(name, scopes)

@@ -1,22 +1,16 @@
-"""``studio tools list`` and ``studio tools call``: the tool domains without a model."""
+"""``studio tools list`` and ``studio tools call``: the tool domains without a model.
+
+Only the commands' arguments are declared here; the registry and the dispatcher are imported when
+a command runs (:mod:`services.cli.tool_calls`), so that ``studio --help`` does not load them.
+"""
 
 from __future__ import annotations
 
 import json
-import uuid
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
-
-from services.composition import command_sandbox
-from services.execution.envelope import envelope_to_json
-from services.execution.errors import ErrorCode, ToolFailure
-from services.execution.messages import ToolCall
-from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.dispatch import Dispatcher, error_envelope
-from services.execution.tool_domains.registry import default_registry
-from services.settings import get_settings
 
 app = typer.Typer(help="List and call the tool domains directly.", no_args_is_help=True)
 
@@ -24,39 +18,17 @@ app = typer.Typer(help="List and call the tool domains directly.", no_args_is_he
 @app.command("list")
 def list_tools() -> None:
     """Print every operation as a JSON array (name, domain, operation, description, parameters)."""
+    from services.execution.tool_domains.registry import default_registry
+
     typer.echo(json.dumps([spec.describe() for spec in default_registry().specs()]))
-
-
-def _usage_envelope(name: str, message: str) -> dict[str, Any]:
-    domain, _, operation = name.partition(".")
-    call = ToolCall(call_id="cli", tool_name=name.replace(".", "_", 1), domain=domain,
-                    operation=operation)
-    ctx_ids = str(uuid.uuid4())
-    ctx = ToolDomainContext(workspace_root=Path("."), execution_id="cli", request_id=ctx_ids,
-                            correlation_id=ctx_ids)
-    failure = ToolFailure(ErrorCode.INVALID_ARGUMENTS, message, details={"usage": True})
-    return envelope_to_json(error_envelope(call, ctx, failure))
 
 
 def print_usage_error(rest: list[str], message: str) -> None:
     """Answer a usage error of ``tools call`` with an error envelope, alone on stdout."""
+    from services.cli.tool_calls import usage_envelope
+
     name = next((a for a in rest if not a.startswith("-")), "")
-    typer.echo(json.dumps(_usage_envelope(name, message)))
-
-
-def _fail_usage(name: str, message: str) -> None:
-    typer.echo(json.dumps(_usage_envelope(name, message)))
-    raise typer.Exit(2)
-
-
-def _parse_args(name: str, raw: str) -> dict[str, Any]:
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as exc:
-        _fail_usage(name, f"--args is not valid JSON: {exc.msg}")
-    if not isinstance(value, dict):
-        _fail_usage(name, "--args must be a JSON object")
-    return value  # type: ignore[no-any-return]
+    typer.echo(json.dumps(usage_envelope(name, message)))
 
 
 @app.command("call")
@@ -70,21 +42,6 @@ def call_tool(
     ] = False,
 ) -> None:
     """Call one operation and print exactly its envelope as JSON (exit 0 iff ok)."""
-    registry = default_registry()
-    if "." not in name or registry.get(name) is None:
-        _fail_usage(name, f"unknown operation {name!r}; see `studio tools list`")
-    if not workspace.is_dir():
-        _fail_usage(name, f"--workspace {workspace} is not a directory")
-    parsed = _parse_args(name, args)
-    settings = get_settings()
-    ids = str(uuid.uuid4())
-    ctx = ToolDomainContext(
-        workspace_root=workspace, execution_id=f"cli-{ids}", request_id=ids, correlation_id=ids,
-        branch=branch, allow_workflow_changes=allow_workflows,
-        sandbox=command_sandbox(settings),
-        git_author_name=settings.git_author_name, git_author_email=settings.git_author_email,
-    )
-    dispatcher = Dispatcher(registry)
-    envelope = dispatcher.dispatch(dispatcher.normalize("cli-1", name, parsed), ctx)
-    typer.echo(json.dumps(envelope_to_json(envelope)))
-    raise typer.Exit(0 if envelope.ok else 1)
+    from services.cli.tool_calls import call_operation
+
+    call_operation(name, workspace, args, branch, allow_workflows)

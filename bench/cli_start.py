@@ -1,0 +1,183 @@
+"""Start time of the ``studio`` command line, next to ``python -c "import typer"`` in the same run.
+
+Run from the repository root (about half a minute on 2 cores)::
+
+    .venv/bin/python -m bench.cli_start
+    .venv/bin/python bench/cli_start.py --reps 21
+
+Measured, ``--reps`` times each after one warm-up, the commands interleaved (the order rotating
+every repetition) so that all of them see the same machine load; wall time of the whole process,
+medians reported:
+
+- ``python -c "import typer"`` (the reference: the interpreter and the CLI library, nothing else);
+- a two-command typer application asked for ``--help`` (for comparison, not a target: what
+  typer's rich help page costs any typer program, on top of ``import typer``);
+- ``studio --help``;
+- ``studio tools list``;
+- ``studio tools call workspace.list_dir --workspace DIR`` (a real call: settings, registry,
+  sandbox selection, dispatcher, one envelope).
+
+The commands run with bytecode writing on (``PYTHONDONTWRITEBYTECODE`` removed from their
+environment), as an installed command does; the warm-up run writes the ``.pyc`` files.
+
+Also reported: the median CPU time (user + system) of each process, which moves much less with the
+machine's load than wall time and is close to what the wall time would be on an idle machine.
+
+Target: each ``studio`` command within 0.25 s of the reference (wall time). For every command the
+script also prints, from one ``-X importtime`` run, the top-level packages that cost the most to
+import beyond the reference's own: where the target is missed, that is where the time goes.
+Results go to ``bench/results/cli_start.json`` (git-ignored); the exit status is 0 whatever the
+numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+RESULTS = Path(__file__).resolve().parent / "results" / "cli_start.json"
+TARGET_S = 0.25
+IMPORTTIME = re.compile(r"^import time:\s+(\d+) \|\s+\d+ \|(\s*)(\S+)$")
+
+
+def studio_argv() -> list[str]:
+    """The installed console script next to this interpreter (else ``python -m services.cli``)."""
+    script = Path(sys.executable).with_name("studio")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "services.cli"]
+
+
+# A one-command typer application asked for --help: what typer's own (rich) help page costs.
+BARE_TYPER_HELP = """
+import typer
+app = typer.Typer(add_completion=False)
+@app.command()
+def hello(name: str = "x") -> None:
+    \"\"\"Say hello.\"\"\"
+@app.command()
+def bye() -> None:
+    \"\"\"Say bye.\"\"\"
+app(["--help"])
+"""
+
+
+def commands(workspace: Path) -> dict[str, list[str]]:
+    studio = studio_argv()
+    return {
+        "python -c 'import typer'": [sys.executable, "-c", "import typer"],
+        "bare typer app --help": [sys.executable, "-c", BARE_TYPER_HELP],
+        "studio --help": [*studio, "--help"],
+        "studio tools list": [*studio, "tools", "list"],
+        "studio tools call": [*studio, "tools", "call", "workspace.list_dir",
+                              "--workspace", str(workspace)],
+    }
+
+
+def environment() -> dict[str, str]:
+    """This environment, but writing bytecode: an installed command runs from cached ``.pyc``
+    files, and the warm-up writes them (``PYTHONDONTWRITEBYTECODE`` would have every run compile
+    every changed module from source)."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
+def children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_once(argv: list[str]) -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run of ``argv``."""
+    cpu, started = children_cpu(), time.perf_counter()
+    subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
+                   env=environment())
+    return time.perf_counter() - started, children_cpu() - cpu
+
+
+def measure(cmds: dict[str, list[str]], reps: int) -> dict[str, list[tuple[float, float]]]:
+    names = list(cmds)
+    for name in names:  # warm-up: the page cache, the .pyc files
+        run_once(cmds[name])
+    times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(run_once(cmds[name]))
+    return times
+
+
+def import_costs(argv: list[str]) -> Counter[str]:
+    """Self import time (seconds) per top-level package, from one ``-X importtime`` run."""
+    env = {**environment(), "PYTHONPROFILEIMPORTTIME": "1"}
+    if Path(argv[0]).name == "studio":  # the console script is a Python file: run it with -X
+        argv = [sys.executable, *argv]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
+    costs: Counter[str] = Counter()
+    for line in done.stderr.splitlines():
+        match = IMPORTTIME.match(line)
+        if match:
+            costs[match.group(3).split(".")[0]] += int(match.group(1)) / 1e6
+    return costs
+
+
+def report(cmds: dict[str, list[str]],
+           times: dict[str, list[tuple[float, float]]]) -> list[dict[str, object]]:
+    names = list(cmds)
+    reference = statistics.median(w for w, _ in times[names[0]])
+    reference_cpu = statistics.median(c for _, c in times[names[0]])
+    base_costs = import_costs(cmds[names[0]])
+    rows: list[dict[str, object]] = []
+    print(f"{'command':<26} {'median s':>9} {'min s':>7} {'- ref s':>8} {'ratio':>6} "
+          f"{'cpu s':>6} {'- ref':>6}  verdict (wall)")
+    for name in names:
+        walls, cpus = [w for w, _ in times[name]], [c for _, c in times[name]]
+        median, cpu = statistics.median(walls), statistics.median(cpus)
+        diff = median - reference
+        verdict = "" if not name.startswith("studio") else (
+            "MET" if diff <= TARGET_S else f"MISS by {diff - TARGET_S:.3f} s")
+        print(f"{name:<26} {median:>9.3f} {min(walls):>7.3f} {diff:>8.3f} "
+              f"{median / reference:>5.2f}x {cpu:>6.3f} {cpu - reference_cpu:>6.3f}  {verdict}")
+        rows.append({"command": name, "median_s": median, "min_s": min(walls),
+                     "minus_reference_s": diff, "ratio": median / reference,
+                     "cpu_median_s": cpu, "cpu_minus_reference_s": cpu - reference_cpu,
+                     "verdict": verdict, "times_s": walls, "cpu_s": cpus})
+    for name in names[1:]:
+        extra = import_costs(cmds[name]) - base_costs
+        top = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in extra.most_common(8))
+        print(f"  {name}: imports beyond the reference: {top}")
+    return rows
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    options = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory() as workspace:
+        (Path(workspace) / "README.md").write_text("sample\n")
+        cmds = commands(Path(workspace))
+        times = measure(cmds, options.reps)
+        rows = report(cmds, times)
+    load_after = os.getloadavg()[0]
+    print(f"reps {options.reps}, load {load_before:.1f} before / {load_after:.1f} after, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}")
+    if max(load_before, load_after) > (os.cpu_count() or 1):
+        print("warning: the load average exceeded the CPU count; the numbers are noisy")
+    options.out.parent.mkdir(parents=True, exist_ok=True)
+    options.out.write_text(json.dumps({"reps": options.reps, "target_s": TARGET_S,
+                                       "load": [load_before, load_after], "rows": rows},
+                                      indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,96 @@
+"""The commands that need neither the database nor a provider start without importing them.
+
+Each case runs the real ``studio`` entry point in a subprocess through a small wrapper that, once
+the command has finished, writes the names in ``sys.modules`` to a file. ``studio --help``,
+``studio tools list`` and ``studio tools call`` must not load SQLAlchemy, MCP, Celery, FastAPI, the
+kubernetes client or any provider SDK: those are imported by the commands that use them, when they
+run.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+WRAPPER = """
+import json, sys
+out, sys.argv = sys.argv[1], ["studio", *sys.argv[2:]]
+from services.cli.main import main
+try:
+    main()
+finally:
+    with open(out, "w") as f:
+        json.dump(sorted(sys.modules), f)
+"""
+
+# Top-level packages (or, for a namespace package, the exact module) a light command must not load.
+FORBIDDEN = (
+    "sqlalchemy", "alembic",                      # the database
+    "mcp", "mcp_types",                           # the MCP bridge
+    "celery", "kombu",                            # the worker
+    "fastapi", "starlette", "uvicorn",            # the HTTP API
+    "kubernetes",                                 # the Kubernetes substrate
+    "openai", "google.genai", "claude_agent_sdk",  # the provider SDKs
+    "github",                                     # pull requests
+)
+
+
+def loaded_modules(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``studio ARGS`` with its own data directory (an embedded SQLite database)."""
+    out = tmp_path / "modules.json"
+    env = {**os.environ, "STUDIO_DATA_DIR": str(tmp_path / "data")}
+    env.pop("STUDIO_DATABASE_URL", None)
+    proc = subprocess.run([sys.executable, "-c", WRAPPER, str(out), *args], capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
+    return proc, set(json.loads(out.read_text()))
+
+
+def forbidden_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules
+                  if any(m == f or m.startswith(f + ".") for f in FORBIDDEN))
+
+
+@pytest.mark.parametrize("args", [
+    ("--help",),
+    ("tools", "list"),
+    ("tools", "call", "workspace.list_dir", "--workspace", "{ws}"),
+    ("tools", "call", "command.run", "--workspace", "{ws}", "--args", '{"argv": ["true"]}'),
+    ("tools", "call", "no.such_operation", "--workspace", "{ws}"),
+], ids=["help", "tools-list", "tools-call", "tools-call-command", "tools-call-usage-error"])
+def test_light_commands_import_no_heavy_package(tmp_path: Path, workspace: Path,
+                                                args: tuple[str, ...]) -> None:
+    proc, modules = loaded_modules(tmp_path, *(a.replace("{ws}", str(workspace)) for a in args))
+    expected_code = 2 if "no.such_operation" in args else 0
+    assert proc.returncode == expected_code, proc.stderr
+    assert "services.cli.main" in modules and "typer" in modules  # the CLI really ran
+    if args[0] == "tools" and args[1] == "call":
+        assert "services.execution.tool_domains.dispatch" in modules
+        assert json.loads(proc.stdout)["ok"] is (expected_code == 0)
+    assert forbidden_in(modules) == []
+
+
+def test_help_still_lists_every_command(tmp_path: Path) -> None:
+    proc, _ = loaded_modules(tmp_path, "--help")
+    for command, help_start in [
+        ("run", "Run the agent loop"), ("demo", "Run the whole pipeline"),
+        ("execute", "Run (or resume)"), ("killswitch", "Engage (on)"),
+        ("providers", "Print the capability"), ("api", "Serve the HTTP API"),
+        ("worker", "Consume node executions"), ("tools", "List and call"),
+        ("db", "Database schema"), ("settings", "Runtime settings"),
+        ("integrations", "External services"), ("executions", "Node executions"),
+        ("tokens", "API tokens"),
+    ]:
+        assert any(line.split("│")[1:2] and line.split("│")[1].split()[:1] == [command]
+                   and help_start in line for line in proc.stdout.splitlines()), command
+
+
+def test_a_database_command_still_loads_the_database(tmp_path: Path) -> None:
+    """The check above can fail: a command that uses the database does import SQLAlchemy."""
+    proc, modules = loaded_modules(tmp_path, "settings", "list")
+    assert proc.returncode == 0, proc.stderr
+    assert "sqlalchemy" in forbidden_in(modules)
