@@ -18,13 +18,12 @@ from typing import Any
 
 import pytest
 
-from services.execution.ports import CommandSandbox
-from services.execution.sandbox import NoSandbox, select_sandbox
+from services.execution.sandbox import NoSandbox
 from services.execution.tool_domains.context import ToolDomainContext
-from tests.conftest import IN_CI
 from tests.unit.execution.command_helpers import (
     command_context,
     gone,
+    require_sandbox,
     run_command,
     sleep_marker,
     watching_pids,
@@ -35,24 +34,15 @@ pytestmark = pytest.mark.sandbox
 MiB = 1024 * 1024
 
 
-def _sandbox(mode: str) -> CommandSandbox:
-    sandbox = select_sandbox(mode)
-    if sandbox.mode != mode:
-        message = f"{mode} sandbox unavailable here: {getattr(sandbox, 'reason', '?')}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return sandbox
-
 
 @pytest.fixture
 def bwrap_ctx(workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, _sandbox("bwrap"))
+    return command_context(workspace, require_sandbox("bwrap"))
 
 
 @pytest.fixture
 def landlock_ctx(workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, _sandbox("landlock"))
+    return command_context(workspace, require_sandbox("landlock"))
 
 
 @pytest.fixture
@@ -217,7 +207,7 @@ print(json.dumps({"before_kib": before, "after_kib": after, "result": result}))
 
 
 def test_huge_output_is_capped_without_memory_growth(workspace: Path) -> None:
-    _sandbox("bwrap")
+    require_sandbox("bwrap")
     done = subprocess.run([sys.executable, "-c", RSS_PROBE, str(workspace)],
                           capture_output=True, text=True, check=True, timeout=280)
     report = json.loads(done.stdout.strip().splitlines()[-1])

@@ -17,15 +17,13 @@ from typing import Any
 import pytest
 
 from services.execution import sandbox_landlock
-from services.execution.ports import CommandSandbox
-from services.execution.sandbox import select_sandbox
 from services.execution.tool_domains import workspace as workspace_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
-from tests.conftest import IN_CI
 from tests.unit.execution.command_helpers import (
     command_context,
     gone,
+    require_sandbox,
     run_command,
     sleep_marker,
 )
@@ -33,20 +31,11 @@ from tests.unit.execution.command_helpers import (
 pytestmark = pytest.mark.sandbox
 
 
-def _landlock() -> CommandSandbox:
-    sandbox = select_sandbox("landlock")
-    if sandbox.mode != "landlock":
-        message = f"landlock unavailable here: {getattr(sandbox, 'reason', '?')}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return sandbox
-
 
 @pytest.fixture
 def ctx(workspace: Path) -> ToolDomainContext:
     (workspace / "d").mkdir()  # Landlock: the root gets no new entries from a command
-    return command_context(workspace, _landlock())
+    return command_context(workspace, require_sandbox("landlock"))
 
 
 def _run(ctx: ToolDomainContext, **args: Any) -> dict[str, Any]:

@@ -15,28 +15,16 @@ from typing import Any
 
 import pytest
 
-from services.execution.ports import CommandSandbox
-from services.execution.sandbox import select_sandbox
 from services.execution.tool_domains.context import ToolDomainContext
-from tests.conftest import IN_CI
-from tests.unit.execution.command_helpers import command_context, run_command
+from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command
 
 pytestmark = pytest.mark.sandbox
 
 
-def _sandbox(mode: str) -> CommandSandbox:
-    sandbox = select_sandbox(mode)
-    if sandbox.mode != mode:
-        message = f"{mode} sandbox unavailable here: {getattr(sandbox, 'reason', '?')}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return sandbox
-
 
 @pytest.fixture
 def bwrap_ctx(workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, _sandbox("bwrap"))
+    return command_context(workspace, require_sandbox("bwrap"))
 
 
 def _run(ctx: ToolDomainContext, script: str) -> dict[str, Any]:
@@ -131,7 +119,7 @@ for name, nr in numbers.items():
 
 @pytest.mark.parametrize("mode", ["bwrap", "landlock"])
 def test_the_seccomp_filter_answers_eperm(workspace: Path, mode: str) -> None:
-    ctx = command_context(workspace, _sandbox(mode))
+    ctx = command_context(workspace, require_sandbox(mode))
     envelope = run_command(ctx, argv=["python3", "-c", SYSCALL_PROBE])
     assert envelope["ok"] is True, envelope
     lines = envelope["result"]["stdout"].splitlines()

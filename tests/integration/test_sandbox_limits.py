@@ -14,13 +14,11 @@ from typing import Any
 
 import pytest
 
-from services.execution.ports import CommandSandbox
-from services.execution.sandbox import select_sandbox
 from services.execution.sandbox_cgroup import cgroup_layout, sweep_stale_groups
 from services.execution.sandbox_limits import CommandLimits, MiB
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
-from tests.unit.execution.command_helpers import command_context, run_command
+from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command
 
 pytestmark = pytest.mark.sandbox
 
@@ -29,19 +27,10 @@ SMALL = CommandLimits(memory_bytes=256 * MiB, processes=48, open_files=64,
 MODES = ["bwrap", "landlock", "none"]
 
 
-def _sandbox(mode: str) -> CommandSandbox:
-    sandbox = select_sandbox(mode, SMALL)
-    if sandbox.mode != mode:
-        message = f"{mode} sandbox unavailable here: {getattr(sandbox, 'reason', '?')}"
-        if IN_CI:
-            pytest.fail(message)
-        pytest.skip(message)
-    return sandbox
-
 
 @pytest.fixture(params=MODES)
 def ctx(request: pytest.FixtureRequest, workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, _sandbox(str(request.param)))
+    return command_context(workspace, require_sandbox(str(request.param), SMALL))
 
 
 def _run(ctx: ToolDomainContext, timeout_s: float = 120, **args: Any) -> dict[str, Any]:
@@ -113,7 +102,7 @@ def test_cpu_time_is_limited(ctx: ToolDomainContext) -> None:
 
 
 def test_the_private_tmp_is_sized(workspace: Path) -> None:
-    ctx = command_context(workspace, _sandbox("bwrap"))
+    ctx = command_context(workspace, require_sandbox("bwrap", SMALL))
     for place in ("/tmp", "/var/tmp"):
         result = _run(ctx, command=f"df -B1 --output=size {place} | tail -1")
         assert int(result["stdout"].strip()) <= SMALL.tmp_bytes, result

@@ -14,11 +14,27 @@ from typing import Any
 from services.execution.envelope import envelope_to_json
 from services.execution.messages import ToolCall
 from services.execution.ports import CommandSandbox
+from services.execution.sandbox import DEFAULT_LIMITS, CommandLimits, select_sandbox
 from services.execution.tool_domains import command
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 
 _counter = iter(range(1_000_000))
+
+
+def require_sandbox(mode: str, limits: CommandLimits = DEFAULT_LIMITS) -> CommandSandbox:
+    """The ``mode`` sandbox, or a skip off CI (a failure under ``CI=true``) where it cannot run."""
+    import pytest
+
+    from tests.conftest import IN_CI
+
+    sandbox = select_sandbox(mode, limits)
+    if sandbox.mode != mode:
+        message = f"{mode} sandbox unavailable here: {getattr(sandbox, 'reason', '?')}"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return sandbox
 
 
 def command_context(

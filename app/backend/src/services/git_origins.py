@@ -24,7 +24,6 @@ re-checks the host (:mod:`services.repo_hosts`) each time and pins git to the ad
 
 from __future__ import annotations
 
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -45,20 +44,11 @@ def credential_origin(url: str) -> str | None:
     an integration origin (another scheme, no host, userinfo, a zone id, a malformed port)."""
     try:
         parts = urlsplit(url)
-        port = parts.port
     except ValueError:
         return None
-    scheme = parts.scheme.lower()
-    host = parts.hostname
-    if scheme not in ("http", "https") or not host or "@" in parts.netloc or "%" in host:
+    if "@" in parts.netloc or "%" in (parts.hostname or ""):
         return None
-    if ":" in host:
-        try:
-            host = f"[{ipaddress.IPv6Address(host).compressed}]"
-        except ValueError:
-            return None
-    default = 443 if scheme == "https" else 80
-    return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
+    return url_origin(url)
 
 
 def parse_origin(value: str, source: str = SETTING) -> str:

@@ -89,7 +89,10 @@ def url_origin(url: str) -> str | None:
         return None
     host = parts.hostname.lower()
     if ":" in host:
-        host = f"[{host}]"
+        try:  # one spelling per IPv6 address (``[::1]`` and ``[0:0::1]`` are one origin)
+            host = f"[{ipaddress.IPv6Address(host).compressed}]"
+        except ValueError:
+            return None
     default = 443 if scheme == "https" else 80
     return f"{scheme}://{host}" + (f":{port}" if port is not None and port != default else "")
 
