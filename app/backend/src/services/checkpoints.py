@@ -2,7 +2,9 @@
 
 A checkpoint is ``git diff --binary <base_commit>`` of the whole worktree: the agent's commits,
 staged, unstaged and untracked (not ignored) changes, taken by ``git add -A`` into a temporary
-index (``GIT_INDEX_FILE``), so the agent's own index is untouched. Over :data:`MAX_PATCH_BYTES`
+index (``GIT_INDEX_FILE``, a copy of the agent's index that keeps its modification time, so
+git's racy-entry check still sees an edit made in the index's own second), so the agent's own
+index is untouched. Over :data:`MAX_PATCH_BYTES`
 the checkpoint is recorded as *unavailable* (no patch).
 
 Restoring (:func:`apply_checkpoint`) re-applies the patch, uncommitted, on the execution's branch
@@ -69,7 +71,11 @@ def take_checkpoint(workspace: Path, base_commit: str, author: GitAuthor,
     try:
         real_index = workspace / ".git" / "index"
         if real_index.is_file():  # a warm start: only changed files are hashed again
-            shutil.copyfile(real_index, index)
+            # copy2 keeps the index's modification time: git trusts an entry's stat data unless
+            # the entry is no older than the index file ("racy git"). A copy stamped "now" made
+            # an in-place, same-size edit from the index's own second invisible: an empty
+            # checkpoint, a lost edit on resume (issue 17).
+            shutil.copy2(real_index, index)
         else:
             os.unlink(index)
         env = {"GIT_INDEX_FILE": index}
