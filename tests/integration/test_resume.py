@@ -17,9 +17,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
+from services.db.models import WorkspaceCheckpoint
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.execution.errors import ErrorCode
@@ -146,6 +148,16 @@ def test_killed_execution_resumes_in_a_fresh_directory_exactly_once(
                 and e.data["call"]["args"].get("argv") == APPEND]
         assert len(runs) == 1
         assert row.lease_epoch == old_epoch + 1
+        # Every checkpoint says which attempt (epoch) and which process (lease owner) took it.
+        with db.session() as session:
+            taken = session.execute(
+                select(WorkspaceCheckpoint.lease_epoch, WorkspaceCheckpoint.owner)
+                .where(WorkspaceCheckpoint.execution_id == execution_id)).all()
+        owners = {epoch: owner for epoch, owner in taken}
+        expected = {old_epoch} if kill_after_push else {old_epoch, old_epoch + 1}
+        assert set(owners) == expected, taken  # after the push, the resume changes nothing
+        assert len(set(owners.values())) == len(owners)
+        assert f":{first.pid}:" in owners[old_epoch]
 
         _assert_stale_process_is_fenced(world, db, execution_id, old_epoch, branch,
                                         tmp_path / "stale")

@@ -75,6 +75,7 @@ from services.settings import StudioSettings, get_settings
 from services.workspaces import (
     DiskGuard,
     Workspace,
+    adopt_workspace,
     cleanup,
     provision_workspace,
     remote_branch_sha,
@@ -243,14 +244,15 @@ class DurableRun:
         if latest is not None and not latest.available:
             old = self._old_workspace(row)
             if old is not None:
-                return old
+                return adopt_workspace(old, self.lease.epoch)
             raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
                                  "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
         ws = provision_workspace(self.id, request.repo_url, base_branch=row.base_branch,
                                  token=token, settings=self.settings,
                                  slug=request.slug or request.prompt,
                                  allow_local=request.allow_local,
-                                 base_commit=row.base_commit if resumed else None)
+                                 base_commit=row.base_commit if resumed else None,
+                                 attempt=self.lease.epoch)
         if row.branch and ws.branch != row.branch:
             raise ExecutionError(f"the workspace branch {ws.branch!r} is not the recorded "
                                  f"{row.branch!r}", code=ErrorCode.SUBSTRATE_ERROR)
@@ -289,7 +291,7 @@ class DurableRun:
         latest = CheckpointRepository(self.db).latest(self.id)
         store = CheckpointingToolStore(
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
-            author=self.author, redactor=self.redactor,
+            author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None)
         run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{self.id[:8]}-"))
         overrides = {**request.node_config, **request.limit_overrides}

@@ -75,7 +75,7 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
 def reap_workspaces(db: Database, settings: StudioSettings,
                     root: Path | None = None) -> list[Path]:
     """Delete workspace directories of executions that are no longer live."""
-    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live())
+    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live)
 
 
 def reap(db: Database, settings: StudioSettings, dispatch: Dispatch) -> list[str]:
