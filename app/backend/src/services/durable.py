@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from services.checkpoints import CheckpointingToolStore, CheckpointRepository, apply_checkpoint
+from services.claimed_changes import claimed_changes
 from services.composition import EngineRequest, command_sandbox
 from services.db.base import utcnow
 from services.db.budget import DbBudget
@@ -324,9 +325,11 @@ class DurableRun:
             env = auth.environment(ws.remote_url) if auth is not None else {}
             return remote_branch_sha(ws.remote_url, branch, env)
 
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
         finalized = finalize(ctx, run.result, FinalizeRequest(
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
-            base_commit=ws.base_commit, pull_request=request.pull_request),
+            base_commit=ws.base_commit, pull_request=request.pull_request,
+            claimed_changes=claimed_changes(run.result, events)),
             remote_sha=remote_sha, check_lease=self.lease.check)
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)
