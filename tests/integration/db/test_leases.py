@@ -120,3 +120,19 @@ def test_the_reaper_gives_up_on_an_execution_that_keeps_dying(db: Database) -> N
     events = ExecutionRepository(db).events(dying)
     assert [e.kind for e in events][-1] == "finished"  # a live stream of it ends
     assert store.claim(dying, "worker-late", 60.0) is None  # and nobody runs it again
+
+
+def test_a_dispatched_execution_never_claimed_is_found_once_per_bound(db: Database) -> None:
+    """What the reaper re-dispatches when a worker took a message and died before the claim."""
+    store = LeaseStore(db)
+    lost, claimed, never_sent = new_execution(db), new_execution(db), new_execution(db)
+    for execution_id in (lost, claimed):
+        store.mark_dispatched(execution_id)
+    assert store.claim(claimed, "a", ttl_s=60) == 1
+    assert store.unclaimed(older_than_s=60) == []  # dispatched just now: not due yet
+    time.sleep(0.3)
+    assert store.unclaimed(older_than_s=0.2) == [lost]  # only the queued, unclaimed one
+    assert store.unclaimed(older_than_s=0.2) == []  # stamped again: not due until the bound
+    time.sleep(0.3)
+    assert store.unclaimed(older_than_s=0.2) == [lost]
+    assert never_sent not in store.unclaimed(older_than_s=0)  # no message: not the reaper's

@@ -144,6 +144,30 @@ class LeaseStore:
         with self.db.session() as session:
             return list(session.scalars(query))
 
+    def mark_dispatched(self, execution_id: str) -> None:
+        """Record that a worker message is being sent for the execution (now)."""
+        with self.db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                            .values(dispatched_at=utcnow()))
+
+    def unclaimed(self, older_than_s: float, *, limit: int = 100) -> list[str]:
+        """Executions dispatched more than ``older_than_s`` ago and still queued, never claimed
+        (their message was lost with the worker that took it). Each is stamped dispatched again
+        in the same statement, so the next pass (or another reaper) leaves it alone until the
+        bound has passed once more."""
+        now = utcnow()
+        due = (select(NodeExecution.id)
+               .where(NodeExecution.status == "queued", NodeExecution.lease_epoch == 0,
+                      NodeExecution.dispatched_at.is_not(None),
+                      NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
+               .order_by(NodeExecution.dispatched_at).limit(limit))
+        statement = (update(NodeExecution)
+                     .where(NodeExecution.id.in_(due.scalar_subquery()),
+                            NodeExecution.status == "queued", NodeExecution.lease_epoch == 0)
+                     .values(dispatched_at=now).returning(NodeExecution.id))
+        with self.db.session() as session:
+            return sorted(session.scalars(statement))
+
     def live(self) -> list[str]:
         """Executions that are not final (their workspaces are not orphans)."""
         query = select(NodeExecution.id).where(
