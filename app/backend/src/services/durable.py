@@ -64,6 +64,7 @@ from services.executions import (
 from services.finalize import Finalized, FinalizeRequest, finalize
 from services.leases import (
     Heartbeat,
+    LapseHandler,
     Lease,
     LeaseControl,
     LeaseGuardedGitAuth,
@@ -365,10 +366,12 @@ class DurableRun:
 
 def execute_execution(execution_id: str, *, settings: StudioSettings | None = None,
                       db: Database | None = None, sinks: Sequence[EventSink] = (),
-                      owner: str | None = None, keep_workspace: bool = False) -> ExecutionOutcome:
+                      owner: str | None = None, keep_workspace: bool = False,
+                      on_lapse: LapseHandler | None = None) -> ExecutionOutcome:
     """Claim, run (or resume) and finalize one recorded execution; see the module docstring.
 
-    Raises ``UnknownExecution`` for an unknown id."""
+    ``on_lapse`` is called when the lease could not be renewed in time (see
+    :class:`~services.leases.Heartbeat`). Raises ``UnknownExecution`` for an unknown id."""
     settings = settings or get_settings()
     own_db = db is None
     database = db or open_database(settings)
@@ -376,6 +379,7 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
         store = LeaseStore(database)
         timings = LeaseTimings.from_db(database)
         owner = owner or new_owner()
+        claimed_at = time.monotonic()
         epoch = store.claim(execution_id, owner, timings.ttl_s)
         if epoch is None:
             row = ExecutionRepository(database).get(execution_id)
@@ -385,9 +389,9 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
                                         message=f"execution already finished ({status})")
             return ExecutionOutcome(execution_id, "already_running", status,
                                     message="execution is already running elsewhere")
-        lease = Lease(store, execution_id, owner, epoch, timings)
+        lease = Lease(store, execution_id, owner, epoch, timings, renewed_at=claimed_at)
         try:
-            with Heartbeat(lease):
+            with Heartbeat(lease, on_lapse):
                 return DurableRun(database, settings, lease, sinks, keep_workspace).run()
         except StaleLease:
             log.warning("execution %s: lease epoch %d lost; this process stops", execution_id,
