@@ -25,6 +25,7 @@ from services.settings import StudioSettings
 from services.workspaces import (
     MARKER,
     WorkspaceDiskExceeded,
+    adopt_workspace,
     cleanup,
     provision_workspace,
     reap_orphans,
@@ -428,3 +429,16 @@ def test_the_reaper_keeps_every_attempt_of_a_live_execution(remote: Remote,
     assert reap_orphans(root, live) == [spaces[2].root]
     assert asked == ["live"]
     assert spaces[0].root.is_dir() and spaces[1].root.is_dir()
+
+
+def test_a_resume_without_a_checkpoint_takes_the_old_attempts_directory_over(
+        remote: Remote, settings: StudioSettings) -> None:
+    """Over-cap checkpoint: the new attempt renames the old directory into its own, so the old
+    process (if it still runs) loses its paths instead of sharing the worktree."""
+    old = provision_workspace("exec-big2", remote.url, base_branch=None, token=TOKEN,
+                              settings=settings, slug="b", attempt=1)
+    (old.path / "big.bin").write_bytes(b"x" * 1000)
+    new = adopt_workspace(old, 3)
+    assert not old.root.exists() and new.root.name == "exec-big2+attempt-3"
+    assert (new.path / "big.bin").read_bytes() == b"x" * 1000
+    assert plain_git(new.path, "symbolic-ref", "--short", "HEAD") == old.branch
