@@ -1,7 +1,7 @@
 """Exactly-once under repeated worker deaths (issue 17), on PostgreSQL, Redis and real workers.
 
 Two ``studio worker --concurrency 2`` with their reapers (lease TTL 4 s, heartbeat 1 s, reaper
-every 1 s) run six executions on one repository: each reads ``calc.py``, fixes it with
+every 1 s) run five executions on one repository: each reads ``calc.py``, fixes it with
 ``workspace.edit_file``, runs ``sleep`` three times, runs the tests and finishes; finalization
 commits, pushes and opens the pull request. Meanwhile a worker's whole process group is SIGKILLed
 and a new worker started, again and again: preferably a worker that is finalizing an execution,
@@ -47,11 +47,12 @@ from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN
 
 pytestmark = pytest.mark.slow
 
-EXECUTIONS = 6
-MAX_KILLS = 10
+EXECUTIONS = 5
+KILLS = {"finalizing": 3, "command": 5}  # at most, per phase
 KILL_GAP_S = 2.5
+GITHUB_LATENCY_S = 0.7  # a finalization takes a few seconds, as against the real GitHub
 # sleep sums its arguments: the second one makes the command line unique to this test run.
-SLEEP = ["sleep", "1.5", f"0.{random.randrange(10**8):08d}"]
+SLEEP = ["sleep", "1", f"0.{random.randrange(10**8):08d}"]
 FIX = {"tool": "workspace.edit_file",
        "args": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
 SCRIPT: dict[str, Any] = {"turns": [
@@ -88,29 +89,33 @@ def _phase(db: Database, execution_id: str, status: str) -> str | None:
     return "command" if calls - done else None
 
 
-def _target(chaos: Chaos, db: Database, ids: list[str]) -> tuple[str, Any] | None:
-    """A phase and the worker to kill in it: finalizing first, else mid-command."""
+def _target(chaos: Chaos, db: Database, ids: list[str],
+            phases: list[str]) -> tuple[str, Any] | None:
+    """A phase (of ``phases``, in order of preference) and a worker to kill in it."""
     found: dict[str, Any] = {}
     for execution_id, row in rows(db, ids).items():
         phase = _phase(db, execution_id, row.status)
         worker = chaos.worker_of(execution_id) if phase else None
         if phase and worker is not None:
             found.setdefault(phase, worker)
-    for phase in ("finalizing", "command"):
+    for phase in phases:
         if phase in found:
             return phase, found[phase]
     return None
 
 
 def _kill_while_running(chaos: Chaos, db: Database, ids: list[str]) -> Counter[str]:
-    """Kill workers mid-cycle until MAX_KILLS or everything ended; the phases hit."""
+    """Kill workers mid-cycle until the budgets are spent or everything ended; the phases
+    hit."""
     hit: Counter[str] = Counter()
     last = 0.0
     deadline = time.monotonic() + 150
-    while sum(hit.values()) < MAX_KILLS and time.monotonic() < deadline:
-        if all(r.status in FINAL for r in rows(db, ids).values()):
+    while time.monotonic() < deadline:
+        phases = [phase for phase, budget in KILLS.items() if hit[phase] < budget]
+        if not phases or all(r.status in FINAL for r in rows(db, ids).values()):
             break
-        target = _target(chaos, db, ids) if time.monotonic() - last > KILL_GAP_S else None
+        due = time.monotonic() - last > KILL_GAP_S
+        target = _target(chaos, db, ids, phases) if due else None
         if target is None:
             time.sleep(0.1)
             continue
@@ -141,13 +146,14 @@ def _assert_invariants(chaos: Chaos, db: Database, ids: list[str]) -> None:
         call_ids = [d["call"]["call_id"] for _, k, d in journal if k == "tool_call"]
         assert len(call_ids) == len(set(call_ids)), (execution_id, call_ids)
         assert [k for _, k, _ in journal].count("finished") == 1
-    assert len(world.api.pulls) == len(ids) == world.api.posts
+    assert len(world.api.pulls) == len(ids)
 
 
 def test_executions_stay_exactly_once_while_workers_keep_dying(
         tmp_path: Path, redis_broker: Broker) -> None:  # noqa: F811
     with chaos_world(tmp_path, redis_broker) as chaos:
         chaos.set(**RUNTIME)
+        chaos.world.api.latency_s = GITHUB_LATENCY_S
         db = chaos.database()
         try:
             chaos.start_worker()
@@ -159,8 +165,7 @@ def test_executions_stay_exactly_once_while_workers_keep_dying(
                      lambda: f"{ {i[:8]: r.status for i, r in rows(db, ids).items()} }\n"
                              f"{chaos.logs()}")
             print(f"kills by phase: {dict(hit)}")  # shown with -s
-            assert hit["command"] >= 1, hit  # kills landed mid-command ...
-            assert hit["finalizing"] + hit["command"] >= 3, hit
+            assert hit["command"] >= 1 and hit["finalizing"] >= 1, hit  # mid-cycle kills
             _assert_invariants(chaos, db, ids)
             chaos.stop_all()
             wait_for("no executor process left", lambda: not executor_processes(ids)

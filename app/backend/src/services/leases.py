@@ -240,7 +240,6 @@ class Heartbeat:
         self.lease = lease
         self.on_lapse = on_lapse
         self._stop = threading.Event()
-        self._lapsed = threading.Lock()
         name = lease.execution_id[:8]
         self._threads = [threading.Thread(target=self._beat, daemon=True,
                                           name=f"lease-heartbeat-{name}"),
@@ -267,9 +266,9 @@ class Heartbeat:
             except (OSError, SQLAlchemyError):  # a database hiccup: the next beat tries again
                 log.warning("lease heartbeat of %s failed; retrying", lease.execution_id)
                 continue
-            if not held:
+            if not held:  # taken over: the loop stops at its next check (StaleLease)
                 log.warning("lease of %s (epoch %d) was lost", lease.execution_id, lease.epoch)
-                self._lapse()
+                lease.lost.set()
                 return
             lease.renewed_at = started
 
@@ -287,7 +286,7 @@ class Heartbeat:
                 return
 
     def _lapse(self) -> None:
-        if not self._lapsed.acquire(blocking=False) or self._stop.is_set():
+        if self._stop.is_set():
             return
         self.lease.lost.set()
         if self.on_lapse is not None:
