@@ -16,11 +16,12 @@ that (see :func:`services.reaper.reap_unclaimed`).
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from celery import Celery
 
-from services.db.session import Database, open_database
+from services.db.session import Database, open_database, resolve_url
 from services.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
@@ -32,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _apps: dict[tuple[str, str], Celery] = {}
 _apps_lock = threading.Lock()
+_databases: dict[tuple[int, str], Database] = {}
 
 
 def producer_app(settings: StudioSettings) -> Celery:
@@ -65,12 +67,17 @@ class Dispatcher:
         return None
 
     def _stamp(self, execution_id: str) -> None:
-        db = self._db or open_database(self.settings)
-        try:
-            LeaseStore(db).mark_dispatched(execution_id)
-        finally:
-            if self._db is None:
-                db.dispose()
+        LeaseStore(self._db or stamping_database(self.settings)).mark_dispatched(execution_id)
+
+
+def stamping_database(settings: StudioSettings) -> Database:
+    """One database handle per process and URL for the dispatch stamps (opening one per
+    message would run SQLite's migration check each time; a forked process gets its own)."""
+    key = (os.getpid(), resolve_url(settings))
+    with _apps_lock:
+        if key not in _databases:
+            _databases[key] = open_database(settings)
+        return _databases[key]
 
 
 def dispatch_execution(execution_id: str,
