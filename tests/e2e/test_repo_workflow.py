@@ -25,6 +25,7 @@ from services.cli.main import main
 from services.db.executions import ExecutionRepository
 from services.execution.providers.claude_tools import allowed_tool_name
 from services.settings import get_settings
+from services.workspaces import attempt_directory
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
@@ -147,7 +148,8 @@ def test_clone_edit_test_commit_push_pr(provider: str, world: RepoWorld, tmp_pat
     finally:
         db.dispose()
 
-    assert (workspaces / summary["execution_id"] / "repo" / ".git" / "config").is_file()
+    kept_ws = attempt_directory(workspaces, summary["execution_id"], 1) / "repo"  # attempt 1
+    assert (kept_ws / ".git" / "config").is_file()
     kept = world.root / "data" / "transcripts" / summary["execution_id"]
     if provider == "claude":  # the CLI's session transcript is kept with the execution
         assert finished[-1]["transcript_path"].startswith(str(kept))

@@ -57,7 +57,8 @@ SCRIPT: dict[str, Any] = {"turns": [
     {"final": {"status": "success", "summary": "Add a greeting", "changes": ["GREETING.md"],
                "issues": [], "questions": []}},
 ]}
-RUNTIME_SETTINGS = {"lease_ttl_s": "4", "heartbeat_s": "1", "reaper_interval_s": "1"}
+# A holder fences itself off 1 s before its TTL (fence_s): 6 s leave room for a loaded machine.
+RUNTIME_SETTINGS = {"lease_ttl_s": "6", "heartbeat_s": "1", "reaper_interval_s": "1"}
 
 
 def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str,
@@ -143,7 +144,9 @@ def _run_kill_and_resume(db: Database, settings: StudioSettings, env_a: dict[str
 
     wait_for("the slow command to run under worker A",
              lambda: _slow_command_running(db, execution_id), 180, diagnostics)
-    assert processes_running(*SLOW_ARGV)
+    # The journal records the call before the sandbox has started it: wait for the process.
+    wait_for("the slow command's process", lambda: processes_running(*SLOW_ARGV), 60,
+             diagnostics)
     children = processes_running("execute", execution_id)
     assert len(children) == 1, children
     child = children[0]

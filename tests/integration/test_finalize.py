@@ -82,3 +82,41 @@ def test_a_lasting_github_failure_fails_the_execution_after_the_retries(
         outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"})
         assert outcome.status == "failed" and row.error_code == "integration_unavailable"
         assert len(world.host.pushes_of(row.branch)) == 1 and world.api.posts == 0
+
+
+RESTORE = {"tool": "command.run", "args": {"argv": [
+    "sh", "-c", "printf 'def add(a, b):\\n    return a - b\\n' > calc.py"]}}
+EDIT = {"tool": "workspace.edit_file",
+        "args": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
+
+
+def test_claimed_changes_with_nothing_to_commit_fail_as_workspace_lost(tmp_path: Path) -> None:
+    """The edit is gone from the worktree when finalization looks (here undone behind the
+    journal's back): not ``succeeded`` without a push, but ``workspace_lost`` with the evidence."""
+    with repo_world(tmp_path) as world:
+        outcome, row, events = _run(world, tmp_path, {}, extra=[EDIT, RESTORE])
+        assert outcome.status == "failed" and row.status == "failed"
+        assert row.error_code == "workspace_lost"
+        assert "workspace.edit_file" in row.error_message
+        assert "the result lists 1 change(s)" in row.error_message
+        assert row.head_sha is None and row.pr_url is None
+        assert world.host.pushes == [] and world.api.pulls == []
+        assert [kind for kind, _ in events].count("finished") == 1
+
+
+def test_a_run_that_changes_and_claims_nothing_succeeds_without_a_push(tmp_path: Path) -> None:
+    look = {"tool": "workspace.read_file", "args": {"path": "calc.py"}}
+    with repo_world(tmp_path) as world:
+        db = world.database()
+        try:
+            execution_id = create_execution(db, ExecutionRequest(
+                provider="replay", prompt="Look only", repo_url=world.url, script={"turns": [
+                    {"tool_calls": [look]}, {"final": {**DONE, "changes": []}}]}),
+                Redactor([TOKEN]))
+            settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
+            outcome = execute_execution(execution_id, settings=settings, db=db)
+            row = ExecutionRepository(db).get(execution_id)
+        finally:
+            db.dispose()
+        assert outcome.status == "succeeded" and row is not None and row.head_sha is None
+        assert world.host.pushes == [] and world.api.pulls == []

@@ -11,15 +11,19 @@ its lease can neither write the journal nor push.
 from __future__ import annotations
 
 import signal
+import sqlite3
 import subprocess
 import time
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import select
 
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
+from services.db.models import WorkspaceCheckpoint
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.execution.errors import ErrorCode
@@ -146,6 +150,16 @@ def test_killed_execution_resumes_in_a_fresh_directory_exactly_once(
                 and e.data["call"]["args"].get("argv") == APPEND]
         assert len(runs) == 1
         assert row.lease_epoch == old_epoch + 1
+        # Every checkpoint says which attempt (epoch) and which process (lease owner) took it.
+        with db.session() as session:
+            taken = session.execute(
+                select(WorkspaceCheckpoint.lease_epoch, WorkspaceCheckpoint.owner)
+                .where(WorkspaceCheckpoint.execution_id == execution_id)).all()
+        owners = {epoch: owner for epoch, owner in taken}
+        expected = {old_epoch} if kill_after_push else {old_epoch, old_epoch + 1}
+        assert set(owners) == expected, taken  # after the push, the resume changes nothing
+        assert len(set(owners.values())) == len(owners)
+        assert f":{first.pid}:" in owners[old_epoch]
 
         _assert_stale_process_is_fenced(world, db, execution_id, old_epoch, branch,
                                         tmp_path / "stale")
@@ -189,3 +203,62 @@ def test_a_live_lease_elsewhere_means_do_nothing(tmp_path: Path) -> None:
         assert ExecutionRepository(db).events(execution_id) == []
         assert world.host.pushes == []
         db.dispose()
+
+
+def test_a_holder_that_cannot_renew_kills_its_commands_and_exits_before_expiry(
+        tmp_path: Path) -> None:
+    """The database stops taking writes (locked elsewhere) while a command runs: ``studio
+    execute`` cannot renew its lease, so before the lease expires it kills the command and
+    exits with code 3, leaving the execution to the next attempt."""
+    argv = ["sleep", "60", f"0.{time.monotonic_ns() % 10**8:08d}"]
+    script = {"turns": [
+        {"tool_calls": [{"tool": "workspace.write_file",
+                         "args": {"path": "notes.txt", "content": "notes\n"}}]},
+        {"tool_calls": [{"tool": "command.run", "args": {"argv": argv, "timeout_s": 120}}]},
+        {"final": DONE}]}
+    with repo_world(tmp_path) as world:
+        db = world.database()
+        SettingsRepository(db).set("lease_ttl_s", 6.0)
+        SettingsRepository(db).set("heartbeat_s", 0.5)
+        execution_id = create_execution(db, ExecutionRequest(
+            provider="replay", prompt="Take notes", repo_url=world.url, script=script),
+            Redactor([TOKEN]))
+        repo = ExecutionRepository(db)
+        child = subprocess.Popen([*STUDIO, "execute", execution_id],
+                                 env=world.env(tmp_path / "ws"), stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for_call(repo, execution_id, argv, child)
+            lock = sqlite3.connect(tmp_path / "studio.db", isolation_level=None, timeout=60)
+            lock.execute("BEGIN EXCLUSIVE")  # no writer gets through: the heartbeat neither
+            try:
+                child.wait(timeout=120)
+                expires = lock.execute("SELECT lease_expires_at FROM node_executions "
+                                       "WHERE id = ?", (execution_id,)).fetchone()[0]
+                stopped_at = datetime.now(UTC)
+            finally:
+                lock.execute("ROLLBACK")
+                lock.close()
+        finally:
+            if child.poll() is None:
+                child.kill()
+            _, stderr = child.communicate()
+        assert child.returncode == 3, stderr
+        assert "lapsed" in stderr
+        assert datetime.fromisoformat(expires).replace(tzinfo=UTC) > stopped_at  # before expiry
+        assert _processes_with(argv) == []  # the command died with it
+        row = repo.get(execution_id)
+        assert row is not None and row.status == "running" and row.lease_epoch == 1
+        db.dispose()
+
+
+def _processes_with(argv: list[str]) -> list[str]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            words = (entry / "cmdline").read_bytes().decode(errors="replace").split("\0")
+        except OSError:
+            continue
+        if all(word in words for word in argv):
+            found.append(entry.name)
+    return found

@@ -26,6 +26,7 @@ from services.settings import StudioSettings
 from services.workspaces import (
     MARKER,
     WorkspaceDiskExceeded,
+    adopt_workspace,
     cleanup,
     provision_workspace,
     reap_orphans,
@@ -399,3 +400,54 @@ def test_git_domain_pushes_the_provisioned_branch_once(remote: Remote,
     assert remote.host.chunked_requests >= 1
     assert remote_branch_sha(remote.url, ws.branch, auth.environment(remote.url)) == head
     assert tree_contains(ws.root, TOKEN.encode()) == []
+
+
+def test_each_attempt_has_a_directory_of_its_own(remote: Remote,
+                                                 settings: StudioSettings) -> None:
+    """A new attempt's provisioning never replaces, and a stale attempt's cleanup never deletes,
+    another attempt's worktree (issue 17)."""
+    first = provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+                                settings=settings, slug="a", attempt=1)
+    (first.path / "edit.txt").write_text("the first attempt's edit\n")
+    second = provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+                                 settings=settings, slug="a", attempt=2)
+    assert first.root != second.root and first.branch == second.branch
+    assert (first.path / "edit.txt").read_text() == "the first attempt's edit\n"
+    assert not (second.path / "edit.txt").exists()
+    cleanup(first)  # the stale attempt ends: only its own directory goes
+    assert not first.root.exists() and (second.path / "README.md").is_file()
+    with pytest.raises(ExecutionError) as caught:  # an attempt's directory is never reused
+        provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+                            settings=settings, slug="a", attempt=2)
+    assert caught.value.code is ErrorCode.SUBSTRATE_ERROR
+    assert (second.path / "README.md").is_file()
+
+
+def test_the_reaper_keeps_every_attempt_of_a_live_execution(remote: Remote,
+                                                            settings: StudioSettings) -> None:
+    spaces = [provision_workspace(eid, remote.url, base_branch=None, token=TOKEN,
+                                  settings=settings, slug="x", attempt=n)
+              for eid, n in (("exec-live", 1), ("exec-live", 2), ("exec-done", 1))]
+    root = spaces[0].root.parent
+    asked: list[str] = []
+
+    def live() -> list[str]:  # asked after listing: a directory listed is never an orphan
+        asked.append("live")  # because its execution started after the query
+        return ["exec-live"]
+
+    assert reap_orphans(root, live) == [spaces[2].root]
+    assert asked == ["live"]
+    assert spaces[0].root.is_dir() and spaces[1].root.is_dir()
+
+
+def test_a_resume_without_a_checkpoint_takes_the_old_attempts_directory_over(
+        remote: Remote, settings: StudioSettings) -> None:
+    """Over-cap checkpoint: the new attempt renames the old directory into its own, so the old
+    process (if it still runs) loses its paths instead of sharing the worktree."""
+    old = provision_workspace("exec-big2", remote.url, base_branch=None, token=TOKEN,
+                              settings=settings, slug="b", attempt=1)
+    (old.path / "big.bin").write_bytes(b"x" * 1000)
+    new = adopt_workspace(old, 3)
+    assert not old.root.exists() and new.root.name == "exec-big2+attempt-3"
+    assert (new.path / "big.bin").read_bytes() == b"x" * 1000
+    assert plain_git(new.path, "symbolic-ref", "--short", "HEAD") == old.branch

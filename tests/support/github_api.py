@@ -15,7 +15,8 @@ Every request must carry the token (``Authorization: token X`` or ``Bearer X``),
 ``Bad credentials``. Every absolute URL in a response is on the server's own host. Responses keep
 to the fields PyGithub reads. Tests can queue failures (``fail_next``), force pagination
 (``page_size``) and hide existing pull requests from the next listing (``hide_next_listing``, the
-race where another process opened the PR between a lookup and the create).
+race where another process opened the PR between a lookup and the create), and give every reply
+the latency of the real service (``latency_s``).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ import json
 import re
 import subprocess
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -63,6 +65,7 @@ class GitHubApi:
     fail_next: list[int] = field(default_factory=list)
     page_size: int = 30
     hide_next_listing: bool = False
+    latency_s: float = 0.0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -235,6 +238,7 @@ def _handler(api: GitHubApi) -> type[BaseHTTPRequestHandler]:
                 self._reply(*_error(failure, "Injected failure"))
                 return
             payload = json.loads(raw) if raw else {}
+            time.sleep(api.latency_s)
             self._reply(*routes.route(self.command, parts.path, parse_qs(parts.query), payload))
 
         do_GET = _serve

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
+from sqlalchemy import text
 
 from services.checkpoints import CheckpointingToolStore, CheckpointRepository
 from services.db.executions import ExecutionRepository, UnknownExecution
@@ -53,11 +54,11 @@ def test_final_and_unknown_executions_are_not_claimed(db: Database) -> None:
 def test_heartbeat_thread_keeps_the_lease_and_notices_its_loss(db: Database) -> None:
     store = LeaseStore(db)
     execution_id = new_execution(db)
-    epoch = store.claim(execution_id, "a", ttl_s=0.3)
+    epoch = store.claim(execution_id, "a", ttl_s=1.5)
     assert epoch is not None
-    lease = Lease(store, execution_id, "a", epoch, LeaseTimings(ttl_s=0.3, heartbeat_s=0.05))
+    lease = Lease(store, execution_id, "a", epoch, LeaseTimings(ttl_s=1.5, heartbeat_s=0.05))
     with Heartbeat(lease):
-        time.sleep(0.6)
+        time.sleep(3.0)  # twice the TTL: renewed all along
         assert store.expired() == [] and not lease.lost.is_set()
         store.guarded_update(execution_id, epoch, {"lease_owner": "thief"})
         deadline = time.monotonic() + 10
@@ -120,3 +121,51 @@ def test_the_reaper_gives_up_on_an_execution_that_keeps_dying(db: Database) -> N
     events = ExecutionRepository(db).events(dying)
     assert [e.kind for e in events][-1] == "finished"  # a live stream of it ends
     assert store.claim(dying, "worker-late", 60.0) is None  # and nobody runs it again
+
+
+def test_a_dispatched_execution_never_claimed_is_found_once_per_bound(db: Database) -> None:
+    """What the reaper re-dispatches when a worker took a message and died before the claim."""
+    store = LeaseStore(db)
+    lost, claimed, never_sent = new_execution(db), new_execution(db), new_execution(db)
+    for execution_id in (lost, claimed):
+        store.mark_dispatched(execution_id)
+    assert store.claim(claimed, "a", ttl_s=60) == 1
+    assert store.unclaimed(older_than_s=60) == []  # dispatched just now: not due yet
+    time.sleep(0.3)
+    assert store.unclaimed(older_than_s=0.2) == [lost]  # only the queued, unclaimed one
+    assert store.unclaimed(older_than_s=0.2) == []  # stamped again: not due until the bound
+    time.sleep(0.3)
+    assert store.unclaimed(older_than_s=0.2) == [lost]
+    assert never_sent not in store.unclaimed(older_than_s=0)  # no message: not the reaper's
+
+
+def test_a_holder_that_cannot_renew_stops_itself_before_its_lease_expires(
+        postgres_db: Database) -> None:
+    """The database stops answering the heartbeat (the row is locked elsewhere, as a hung or
+    unreachable database would): the holder is fenced off while its lease still runs, so no
+    other attempt can have claimed the execution yet."""
+    db = postgres_db
+    store = LeaseStore(db)
+    execution_id = new_execution(db)
+    timings = LeaseTimings(ttl_s=4.0, heartbeat_s=0.5)
+    claimed_at = time.monotonic()
+    epoch = store.claim(execution_id, "a", ttl_s=timings.ttl_s)
+    assert epoch is not None
+    lease = Lease(store, execution_id, "a", epoch, timings, renewed_at=claimed_at)
+    lapsed: list[tuple[bool, list[str]]] = []
+
+    def on_lapse(held: Lease) -> None:  # what the lease looked like when the holder stopped
+        lapsed.append((held.lost.is_set(), LeaseStore(db).expired()))
+
+    with Heartbeat(lease, on_lapse), db.engine.connect() as blocker:
+        blocker.begin()
+        blocker.execute(text("SELECT id FROM node_executions WHERE id = :id FOR UPDATE"),
+                        {"id": execution_id})
+        deadline = time.monotonic() + 60
+        while not lapsed:
+            assert time.monotonic() < deadline, "the holder never stopped itself"
+            time.sleep(0.05)
+        blocker.rollback()  # the heartbeat's blocked UPDATE goes through now; the fence holds
+    assert lapsed == [(True, [])]  # stopped while the lease had not expired: nobody could claim
+    with pytest.raises(StaleLease):
+        lease.check()

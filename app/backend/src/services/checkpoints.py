@@ -2,7 +2,9 @@
 
 A checkpoint is ``git diff --binary <base_commit>`` of the whole worktree: the agent's commits,
 staged, unstaged and untracked (not ignored) changes, taken by ``git add -A`` into a temporary
-index (``GIT_INDEX_FILE``), so the agent's own index is untouched. Over :data:`MAX_PATCH_BYTES`
+index (``GIT_INDEX_FILE``, a copy of the agent's index that keeps its modification time, so
+git's racy-entry check still sees an edit made in the index's own second), so the agent's own
+index is untouched. Over :data:`MAX_PATCH_BYTES`
 the checkpoint is recorded as *unavailable* (no patch).
 
 Restoring (:func:`apply_checkpoint`) re-applies the patch, uncommitted, on the execution's branch
@@ -12,7 +14,8 @@ trade: one self-contained patch per checkpoint instead of a bundle of commits pl
 
 :class:`CheckpointingToolStore` is the execution's ``IdempotencyStore``: when a tool call that
 may change the workspace is recorded, the checkpoint is taken and stored in the *same*
-transaction as the call's envelope, after checking the lease epoch. So a recorded call and the
+transaction as the call's envelope, after checking the lease epoch, with the epoch and the
+process (lease owner) that took it. So a recorded call and the
 workspace state it produced are never out of step: a call that is not re-run on resume finds its
 effect in the restored workspace.
 """
@@ -69,7 +72,11 @@ def take_checkpoint(workspace: Path, base_commit: str, author: GitAuthor,
     try:
         real_index = workspace / ".git" / "index"
         if real_index.is_file():  # a warm start: only changed files are hashed again
-            shutil.copyfile(real_index, index)
+            # copy2 keeps the index's modification time: git trusts an entry's stat data unless
+            # the entry is no older than the index file ("racy git"). A copy stamped "now" made
+            # an in-place, same-size edit from the index's own second invisible: an empty
+            # checkpoint, a lost edit on resume (issue 17).
+            shutil.copy2(real_index, index)
         else:
             os.unlink(index)
         env = {"GIT_INDEX_FILE": index}
@@ -112,8 +119,10 @@ class CheckpointRepository:
 
 
 def add_checkpoint(session: Session, execution_id: str, checkpoint: Checkpoint,
-                   call_id: str | None) -> int:
-    """Insert ``checkpoint`` as the execution's next one; answers its sequence number."""
+                   call_id: str | None, *, epoch: int | None = None,
+                   owner: str | None = None) -> int:
+    """Insert ``checkpoint`` as the execution's next one, taken by the attempt ``epoch`` in
+    the process ``owner``; answers its sequence number."""
     last = session.execute(select(func.max(WorkspaceCheckpoint.seq))
                            .where(WorkspaceCheckpoint.execution_id == execution_id)
                            ).scalar_one_or_none()
@@ -122,6 +131,7 @@ def add_checkpoint(session: Session, execution_id: str, checkpoint: Checkpoint,
         execution_id=execution_id, seq=seq, call_id=call_id,
         base_commit=checkpoint.base_commit, available=checkpoint.available,
         size_bytes=checkpoint.size_bytes, sha256=checkpoint.sha256, patch=checkpoint.patch,
+        lease_epoch=epoch, owner=owner,
     ))
     return seq
 
@@ -141,12 +151,13 @@ class CheckpointingToolStore:
     with a workspace checkpoint after every call that may have changed the workspace."""
 
     def __init__(self, db: Database, *, workspace: Path, base_commit: str, epoch: int,
-                 author: GitAuthor, redactor: Redactor,
+                 author: GitAuthor, redactor: Redactor, owner: str | None = None,
                  max_bytes: int = MAX_PATCH_BYTES, last_sha256: str | None = None) -> None:
         self.db = db
         self.workspace = workspace
         self.base_commit = base_commit
         self.epoch = epoch
+        self.owner = owner
         self.author = author
         self.redactor = redactor
         self.max_bytes = max_bytes
@@ -173,7 +184,8 @@ class CheckpointingToolStore:
             check_epoch(session, execution_id, self.epoch)
             record_tool_call(session, execution_id, call_id, envelope=redacted)
             if checkpoint is not None:
-                add_checkpoint(session, execution_id, checkpoint, call_id)
+                add_checkpoint(session, execution_id, checkpoint, call_id, epoch=self.epoch,
+                               owner=self.owner)
         if checkpoint is not None:
             self.last_sha256 = checkpoint.sha256
             self.taken += 1

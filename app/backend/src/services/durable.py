@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from services.checkpoints import CheckpointingToolStore, CheckpointRepository, apply_checkpoint
+from services.claimed_changes import claimed_changes
 from services.composition import EngineRequest, command_sandbox
 from services.db.base import utcnow
 from services.db.budget import DbBudget
@@ -64,6 +65,7 @@ from services.executions import (
 from services.finalize import Finalized, FinalizeRequest, finalize
 from services.leases import (
     Heartbeat,
+    LapseHandler,
     Lease,
     LeaseControl,
     LeaseGuardedGitAuth,
@@ -76,6 +78,7 @@ from services.settings import StudioSettings, get_settings
 from services.workspaces import (
     DiskGuard,
     Workspace,
+    adopt_workspace,
     cleanup,
     disk_room_check,
     provision_workspace,
@@ -245,14 +248,15 @@ class DurableRun:
         if latest is not None and not latest.available:
             old = self._old_workspace(row)
             if old is not None:
-                return old
+                return adopt_workspace(old, self.lease.epoch)
             raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
                                  "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
         ws = provision_workspace(self.id, request.repo_url, base_branch=row.base_branch,
                                  git_auth=git_auth, settings=self.settings,
                                  slug=request.slug or request.prompt,
                                  allow_local=request.allow_local,
-                                 base_commit=row.base_commit if resumed else None)
+                                 base_commit=row.base_commit if resumed else None,
+                                 attempt=self.lease.epoch)
         if row.branch and ws.branch != row.branch:
             raise ExecutionError(f"the workspace branch {ws.branch!r} is not the recorded "
                                  f"{row.branch!r}", code=ErrorCode.SUBSTRATE_ERROR)
@@ -292,7 +296,7 @@ class DurableRun:
         latest = CheckpointRepository(self.db).latest(self.id)
         store = CheckpointingToolStore(
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
-            author=self.author, redactor=self.redactor,
+            author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None)
         run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{self.id[:8]}-"))
         overrides = {**request.node_config, **request.limit_overrides}
@@ -325,9 +329,11 @@ class DurableRun:
             env = auth.environment(ws.remote_url) if auth is not None else {}
             return remote_branch_sha(ws.remote_url, branch, env)
 
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
         finalized = finalize(ctx, run.result, FinalizeRequest(
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
-            base_commit=ws.base_commit, pull_request=request.pull_request),
+            base_commit=ws.base_commit, pull_request=request.pull_request,
+            claimed_changes=claimed_changes(run.result, events)),
             remote_sha=remote_sha, check_lease=self.lease.check)
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)
@@ -363,10 +369,12 @@ class DurableRun:
 
 def execute_execution(execution_id: str, *, settings: StudioSettings | None = None,
                       db: Database | None = None, sinks: Sequence[EventSink] = (),
-                      owner: str | None = None, keep_workspace: bool = False) -> ExecutionOutcome:
+                      owner: str | None = None, keep_workspace: bool = False,
+                      on_lapse: LapseHandler | None = None) -> ExecutionOutcome:
     """Claim, run (or resume) and finalize one recorded execution; see the module docstring.
 
-    Raises ``UnknownExecution`` for an unknown id."""
+    ``on_lapse`` is called when the lease could not be renewed in time (see
+    :class:`~services.leases.Heartbeat`). Raises ``UnknownExecution`` for an unknown id."""
     settings = settings or get_settings()
     own_db = db is None
     database = db or open_database(settings)
@@ -374,6 +382,7 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
         store = LeaseStore(database)
         timings = LeaseTimings.from_db(database)
         owner = owner or new_owner()
+        claimed_at = time.monotonic()
         epoch = store.claim(execution_id, owner, timings.ttl_s)
         if epoch is None:
             row = ExecutionRepository(database).get(execution_id)
@@ -383,9 +392,9 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
                                         message=f"execution already finished ({status})")
             return ExecutionOutcome(execution_id, "already_running", status,
                                     message="execution is already running elsewhere")
-        lease = Lease(store, execution_id, owner, epoch, timings)
+        lease = Lease(store, execution_id, owner, epoch, timings, renewed_at=claimed_at)
         try:
-            with Heartbeat(lease):
+            with Heartbeat(lease, on_lapse):
                 return DurableRun(database, settings, lease, sinks, keep_workspace).run()
         except StaleLease:
             log.warning("execution %s: lease epoch %d lost; this process stops", execution_id,

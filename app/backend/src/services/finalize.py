@@ -9,7 +9,10 @@ Exactly once, across crashes and retries:
    A remote branch that does not descend from the base commit is refused (``push_rejected``).
 2. **Commit** what is uncommitted (``git add -A``), through the git domain's ``commit`` (so
    ``.github/workflows/`` changes are refused unless the execution allows them), with the
-   configured identity and the agent's summary as the message.
+   configured identity and the agent's summary as the message. **Cross-check**: a branch that
+   then holds nothing beyond the base commit, for a run that claims changes
+   (``claimed_changes``: a result listing changes, successful edits in the journal), fails
+   with ``workspace_lost``.
 3. **Check the base branch** exists on the remote (a renamed base branch is reported as such).
 4. **Push** through the git domain's ``push`` (only the execution's branch, never forced)
    unless the remote already has exactly this head; the lease epoch is checked right before.
@@ -24,7 +27,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from services.execution.errors import ErrorCode, ToolFailure
+from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.messages import AgentResult
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git import AddArgs, CommitArgs, add, commit
@@ -44,6 +47,7 @@ class FinalizeRequest:
     base_branch: str
     base_commit: str
     pull_request: bool = True
+    claimed_changes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -113,6 +117,17 @@ def _commit_leftovers(ctx: ToolDomainContext, result: AgentResult,
     return True
 
 
+def _no_lost_work(request: FinalizeRequest) -> None:
+    """Nothing to commit is fine for a run that changed nothing, not for one claiming changes."""
+    if request.claimed_changes:
+        evidence = "; ".join(request.claimed_changes)
+        raise ExecutionError(
+            f"the workspace holds no changes against the base commit, but {evidence}: the "
+            "work was lost, nothing was pushed", code=ErrorCode.WORKSPACE_LOST,
+            details={"evidence": list(request.claimed_changes),
+                     "base_commit": request.base_commit})
+
+
 def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeRequest, *,
              remote_sha: RemoteSha, check_lease: Callable[[], None]) -> Finalized:
     """Run the five steps of the module docstring; raises ``ToolFailure`` (the execution fails
@@ -129,6 +144,7 @@ def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeReque
     committed = _commit_leftovers(ctx, result, request)
     head = head_id(ctx) or ""
     if head == request.base_commit:
+        _no_lost_work(request)
         return Finalized(branch, None, pushed=False, committed=False,
                          note="no changes: nothing to push")
     if remote_sha(request.base_branch) is None:

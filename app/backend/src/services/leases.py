@@ -9,6 +9,13 @@ A lease is three columns of ``node_executions``: ``lease_owner`` (``host:pid:ran
   a heartbeat that matches nothing means the lease was lost (taken over after it expired);
 * :meth:`LeaseStore.release` gives it up (the epoch stays, so a later claim bumps past it).
 
+The holder fences itself too: :class:`Heartbeat` remembers when the lease was last renewed
+and, once :attr:`LeaseTimings.fence_s` has passed without a renewal (the database unreachable,
+the process starved), it marks the lease lost and calls its ``on_lapse`` handler (``studio
+execute`` kills what it started and exits) *before* the lease can expire and another attempt
+claim it. ``fence_s`` is ``lease_ttl_s`` minus the smaller of ``heartbeat_s`` and a third of the
+TTL.
+
 The epoch is the fence: the journal (``DbEventSink(lease_epoch=...)``), the tool-call records
 and workspace checkpoints, every status update of the durable path, and every push compare it
 with the row and raise :class:`~services.db.journal.StaleLease` when it moved on, so a process
@@ -23,13 +30,15 @@ import logging
 import os
 import socket
 import threading
+import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from sqlalchemy import or_, select, update
+from sqlalchemy.exc import SQLAlchemyError
 
 from services.db.base import utcnow
 from services.db.executions import FINAL_STATUSES, UnknownExecution
@@ -57,6 +66,11 @@ class LeaseTimings:
     ttl_s: float = 60.0
     heartbeat_s: float = 15.0
     reaper_interval_s: float = 30.0
+
+    @property
+    def fence_s(self) -> float:
+        """How long after its last renewal a holder stops itself: before the TTL runs out."""
+        return self.ttl_s - min(self.heartbeat_s, self.ttl_s / 3)
 
     @classmethod
     def from_db(cls, db: Database) -> LeaseTimings:
@@ -144,6 +158,30 @@ class LeaseStore:
         with self.db.session() as session:
             return list(session.scalars(query))
 
+    def mark_dispatched(self, execution_id: str) -> None:
+        """Record that a worker message is being sent for the execution (now)."""
+        with self.db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                            .values(dispatched_at=utcnow()))
+
+    def unclaimed(self, older_than_s: float, *, limit: int = 100) -> list[str]:
+        """Executions dispatched more than ``older_than_s`` ago and still queued, never claimed
+        (their message was lost with the worker that took it). Each is stamped dispatched again
+        in the same statement, so the next pass (or another reaper) leaves it alone until the
+        bound has passed once more."""
+        now = utcnow()
+        due = (select(NodeExecution.id)
+               .where(NodeExecution.status == "queued", NodeExecution.lease_epoch == 0,
+                      NodeExecution.dispatched_at.is_not(None),
+                      NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
+               .order_by(NodeExecution.dispatched_at).limit(limit))
+        statement = (update(NodeExecution)
+                     .where(NodeExecution.id.in_(due.scalar_subquery()),
+                            NodeExecution.status == "queued", NodeExecution.lease_epoch == 0)
+                     .values(dispatched_at=now).returning(NodeExecution.id))
+        with self.db.session() as session:
+            return sorted(session.scalars(statement))
+
     def live(self) -> list[str]:
         """Executions that are not final (their workspaces are not orphans)."""
         query = select(NodeExecution.id).where(
@@ -167,6 +205,9 @@ class Lease:
     epoch: int
     timings: LeaseTimings
     lost: threading.Event = field(default_factory=threading.Event)
+    # time.monotonic() taken before the claim or the last successful renewal: the lease lasts
+    # at least ``ttl_s`` from then.
+    renewed_at: float = field(default_factory=time.monotonic)
 
     def check(self) -> None:
         """Raise :class:`StaleLease` unless this lease's epoch is still the execution's."""
@@ -188,36 +229,68 @@ class Lease:
         self.store.release(self.execution_id, self.owner, self.epoch)
 
 
-class Heartbeat:
-    """A daemon thread renewing a lease every ``heartbeat_s`` until stopped or lost."""
+LapseHandler = Callable[["Lease"], None]
 
-    def __init__(self, lease: Lease) -> None:
+
+class Heartbeat:
+    """Daemon threads renewing a lease every ``heartbeat_s`` until stopped or lost, and fencing
+    the holder off (``on_lapse``) when no renewal succeeded for ``fence_s``."""
+
+    def __init__(self, lease: Lease, on_lapse: LapseHandler | None = None) -> None:
         self.lease = lease
+        self.on_lapse = on_lapse
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._beat, daemon=True,
-                                        name=f"lease-heartbeat-{lease.execution_id[:8]}")
+        name = lease.execution_id[:8]
+        self._threads = [threading.Thread(target=self._beat, daemon=True,
+                                          name=f"lease-heartbeat-{name}"),
+                         threading.Thread(target=self._watch, daemon=True,
+                                          name=f"lease-watchdog-{name}")]
 
     def __enter__(self) -> Heartbeat:
-        self._thread.start()
+        for thread in self._threads:
+            thread.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        for thread in self._threads:
+            thread.join()
 
     def _beat(self) -> None:
         lease = self.lease
         while not self._stop.wait(lease.timings.heartbeat_s):
+            started = time.monotonic()
             try:
                 held = lease.store.heartbeat(lease.execution_id, lease.owner, lease.epoch,
                                              lease.timings.ttl_s)
-            except OSError:  # a database hiccup: the next beat tries again, the TTL covers it
+            except (OSError, SQLAlchemyError):  # a database hiccup: the next beat tries again
                 log.warning("lease heartbeat of %s failed; retrying", lease.execution_id)
                 continue
-            if not held:
+            if not held:  # taken over: the loop stops at its next check (StaleLease)
                 log.warning("lease of %s (epoch %d) was lost", lease.execution_id, lease.epoch)
                 lease.lost.set()
                 return
+            lease.renewed_at = started
+
+    def _watch(self) -> None:
+        lease = self.lease
+        while True:
+            left = lease.renewed_at + lease.timings.fence_s - time.monotonic()
+            if left <= 0:
+                log.error("execution %s: no lease renewal for %.1fs; this attempt (epoch %d) "
+                          "stops before its lease can expire", lease.execution_id,
+                          lease.timings.fence_s, lease.epoch)
+                self._lapse()
+                return
+            if self._stop.wait(min(left, lease.timings.heartbeat_s)) or lease.lost.is_set():
+                return
+
+    def _lapse(self) -> None:
+        if self._stop.is_set():
+            return
+        self.lease.lost.set()
+        if self.on_lapse is not None:
+            self.on_lapse(self.lease)
 
 
 class LeaseControl:

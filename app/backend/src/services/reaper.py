@@ -1,4 +1,5 @@
-"""The reaper: re-dispatch executions whose lease expired, and delete orphaned workspaces.
+"""The reaper: re-dispatch executions whose lease expired or that were never claimed, and delete
+orphaned workspaces.
 
 An execution in an active status (``claimed``, ``running``, ``finalizing``) whose
 ``lease_expires_at`` is in the past lost its process (a crash, a killed pod, a worker that died
@@ -6,6 +7,12 @@ mid-task). :func:`reap_expired` hands each one to a ``Dispatch`` callable (the C
 in a worker, an in-process runner in tests); the ``studio execute`` it leads to claims the lease
 (bumping the epoch, which fences the old process off) and resumes. Two reapers may dispatch the
 same execution: only one claim wins, the other ``studio execute`` exits doing nothing.
+
+:func:`reap_unclaimed` covers what leases cannot: an execution whose message a worker took and
+then died with, before any claim (queued, lease epoch 0). Once it has been queued for
+``queued_timeout_s`` (a runtime setting) after its last dispatch, it is dispatched again; the
+bound on how long such an execution waits is ``queued_timeout_s + reaper_interval_s``. A
+duplicate delivery is harmless (admission, then the claim, let one run).
 
 :func:`reap_workspaces` deletes execution directories under the workspace root whose execution is
 no longer live (final, or unknown), through :func:`services.workspaces.reap_orphans`.
@@ -55,6 +62,18 @@ def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[
     return dispatched
 
 
+def reap_unclaimed(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
+    """Dispatch again every execution queued, unclaimed, ``queued_timeout_s`` after its last
+    dispatch; answers their ids."""
+    bound = float(SettingsRepository(db).get("queued_timeout_s"))
+    found = LeaseStore(db).unclaimed(bound, limit=limit)
+    for execution_id in found:
+        log.warning("reaper: execution %s was dispatched over %.0fs ago and never claimed; "
+                    "dispatching it again", execution_id, bound)
+        dispatch(execution_id)
+    return found
+
+
 def give_up(db: Database, execution_id: str, attempts: int) -> None:
     """Fail an execution that keeps dying: take its lease (fencing any survivor), finish it."""
     store = LeaseStore(db)
@@ -75,11 +94,12 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
 def reap_workspaces(db: Database, settings: StudioSettings,
                     root: Path | None = None) -> list[Path]:
     """Delete workspace directories of executions that are no longer live."""
-    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live())
+    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live)
 
 
 def reap(db: Database, settings: StudioSettings, dispatch: Dispatch) -> list[str]:
-    """One full pass: re-dispatch expired executions, then clean orphaned workspaces."""
-    reaped = reap_expired(db, dispatch)
+    """One full pass: re-dispatch expired and unclaimed executions, then clean orphaned
+    workspaces."""
+    reaped = reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
     reap_workspaces(db, settings)
     return reaped

@@ -45,6 +45,8 @@ class StudioSettings(BaseSettings):
     broker_url: SecretStr | None = None
     # The Celery queue node executions are sent to and workers consume (one per deployment).
     worker_queue: str = "studio"
+    # Seconds before Redis hands a message its worker never acknowledged (killed) to another.
+    broker_visibility_timeout_s: float = Field(default=300.0, gt=0)
     secret_key: SecretStr | None = None
     github_token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"

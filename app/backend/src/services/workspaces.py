@@ -12,9 +12,14 @@ as ``GIT_CONFIG_*`` environment from the execution's ``GitAuth``
 re-checked before the first network access), so it is never written to the workspace, the
 mirror, a URL or a log.
 
-Layout: ``<workspace_dir or $TMPDIR/studio-workspaces>/<execution-id>/repo``; the execution
-directory holds a ``.studio-workspace`` marker so :func:`reap_orphans` only ever deletes
-directories this module made. A workspace over its disk cap fails with ``budget_exceeded``
+Layout: ``<workspace_dir or $TMPDIR/studio-workspaces>/<execution-id>+attempt-<epoch>/repo``
+for an attempt of a durable execution (``attempt`` = its lease epoch), so no two attempts ever
+share a directory: an attempt creates its own (never replacing an existing one) and deletes only
+its own (:func:`cleanup`); a stale attempt cannot destroy the lease holder's worktree, nor a new
+attempt the old one's. Without an attempt (the CLI demo) it is ``<execution-id>/repo``, replaced
+when provisioned again. Each directory holds a ``.studio-workspace`` marker so
+:func:`reap_orphans` only ever deletes directories this module made, and only once their
+execution is no longer live. A workspace over its disk cap fails with ``budget_exceeded``
 (:class:`WorkspaceDiskExceeded`); :func:`check_disk` re-checks it during a run.
 """
 
@@ -46,14 +51,15 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
-    "check_disk", "cleanup", "disk_room_check", "github_repo_from_url", "provision_workspace",
-    "reap_orphans",
-    "remote_branch_sha", "slugify", "validate_repo_url",
+    "adopt_workspace", "attempt_directory", "check_disk", "cleanup", "disk_room_check",
+    "github_repo_from_url", "provision_workspace", "reap_orphans", "remote_branch_sha", "slugify",
+    "validate_repo_url",
 ]
 
 DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
 MARKER = ".studio-workspace"
 MAX_SLUG = 40
+ATTEMPT_SEPARATOR = "+attempt-"  # "+" never occurs in an execution id (see _EXECUTION_ID)
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SYMREF = re.compile(r"^ref: refs/heads/(\S+)\s+HEAD$", re.MULTILINE)
 
@@ -181,25 +187,25 @@ def provision_workspace(
     base_commit: str | None = None,
     mirror_cache: MirrorCache | None = None,
     disk_cap_bytes: int = DEFAULT_DISK_CAP_BYTES,
+    attempt: int | None = None,
 ) -> Workspace:
     """A fresh workspace for ``execution_id`` on ``studio/<execution-id>-<slug>``.
 
     ``allow_local`` admits a local path (the CLI); ``base_commit`` pins the start (a resumed
     execution re-clones at its recorded base); ``mirror_cache`` defaults to
     ``<data_dir>/mirrors``; ``git_auth`` gives each git process its credentials (and may refuse
-    the host). Raises ``RepositoryUrlRejected``/``ExecutionError`` (``invalid_arguments``),
-    ``ToolFailure`` (``auth_failed``, ``git_error``, ``host_not_allowed``) or
-    ``WorkspaceDiskExceeded``; nothing is left on disk after a failure.
+    the host); ``attempt`` (the lease epoch) gives the attempt a directory of its own, which must
+    not exist yet (``substrate_error`` when it does). Raises
+    ``RepositoryUrlRejected``/``ExecutionError`` (``invalid_arguments``), ``ToolFailure``
+    (``auth_failed``, ``git_error``, ``host_not_allowed``) or ``WorkspaceDiskExceeded``; nothing
+    is left on disk after a failure.
     """
     if not _EXECUTION_ID.match(execution_id):
         raise _invalid("the execution id is not a safe directory name", field="execution_id")
     repo = validate_repo_url(repo_url, from_api=not allow_local)
     env = _auth_env(repo, git_auth)
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
-    root = workspace_root(settings) / execution_id
-    shutil.rmtree(root, ignore_errors=True)
-    root.mkdir(parents=True, mode=0o700)
-    (root / MARKER).write_text(execution_id + "\n")
+    root = _make_directory(workspace_root(settings), execution_id, attempt)
     branch = f"studio/{execution_id}-{slugify(slug)}"
     try:
         base = (_checked_branch(root, base_branch) if base_branch is not None
@@ -216,6 +222,37 @@ def provision_workspace(
     log.info("provisioned workspace for %s: %s on %s (base %s@%s)", execution_id, repo.cache_key,
              branch, base, commit[:12])
     return ws
+
+
+def attempt_directory(root: Path, execution_id: str, attempt: int | None) -> Path:
+    """The directory of one attempt of an execution (see the module docstring)."""
+    name = execution_id if attempt is None else f"{execution_id}{ATTEMPT_SEPARATOR}{attempt}"
+    return root / name
+
+
+def _make_directory(root: Path, execution_id: str, attempt: int | None) -> Path:
+    directory = attempt_directory(root, execution_id, attempt)
+    if attempt is None:
+        shutil.rmtree(directory, ignore_errors=True)
+    root.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        directory.mkdir(mode=0o700)
+    except FileExistsError:
+        raise ExecutionError(f"the directory of attempt {attempt} already exists",
+                             code=ErrorCode.SUBSTRATE_ERROR,
+                             details={"execution_id": execution_id, "attempt": attempt}) from None
+    (directory / MARKER).write_text(execution_id + "\n")
+    return directory
+
+
+def adopt_workspace(ws: Workspace, attempt: int) -> Workspace:
+    """Move an earlier attempt's workspace into the directory of ``attempt`` (a resume that
+    cannot restore from a checkpoint): a rename, so the earlier attempt, if it still runs,
+    loses its paths instead of sharing the worktree."""
+    target = attempt_directory(ws.root.parent, ws.execution_id, attempt)
+    ws.root.rename(target)
+    return Workspace(target / ws.path.name, ws.base_branch, ws.base_commit, ws.branch,
+                     ws.remote_url, ws.execution_id, ws.disk_cap_bytes)
 
 
 def check_disk(ws: Workspace) -> int:
@@ -276,19 +313,33 @@ class DiskGuard:
 
 
 def cleanup(ws: Workspace) -> None:
-    """Delete the execution's directory (the clone and anything next to it)."""
+    """Delete the attempt's directory (the clone and anything next to it)."""
     shutil.rmtree(ws.root, ignore_errors=True)
 
 
-def reap_orphans(root: Path, live_execution_ids: Iterable[str]) -> list[Path]:
+def _execution_of(directory: Path) -> str:
+    return directory.name.split(ATTEMPT_SEPARATOR, 1)[0]
+
+
+def reap_orphans(root: Path,
+                 live_execution_ids: Iterable[str] | Callable[[], Iterable[str]]) -> list[Path]:
     """Delete the workspace directories under ``root`` whose execution is no longer live; only
-    directories carrying this module's marker are touched. The deleted paths."""
-    live = set(live_execution_ids)
+    directories carrying this module's marker are touched. The deleted paths.
+
+    Pass the live ids as a callable: it is asked *after* the directories are listed, so an
+    execution that started in between (its directory listed, its row missed) is never taken
+    for an orphan."""
     removed: list[Path] = []
     if not root.is_dir():
         return removed
-    for child in sorted(root.iterdir()):
-        if child.name in live or child.is_symlink() or not (child / MARKER).is_file():
+    candidates = [child for child in sorted(root.iterdir())
+                  if not child.is_symlink() and (child / MARKER).is_file()]
+    if not candidates:
+        return removed
+    ids = live_execution_ids() if callable(live_execution_ids) else live_execution_ids
+    live = set(ids)
+    for child in candidates:
+        if _execution_of(child) in live:
             continue
         shutil.rmtree(child, ignore_errors=True)
         removed.append(child)

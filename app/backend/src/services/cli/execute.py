@@ -3,18 +3,37 @@
 The entrypoint of every substrate (a local subprocess, a Kubernetes Job). Exit codes: 0 when the
 execution succeeded, or when there was nothing to do (a live lease held elsewhere, an execution
 already finished, a lease taken over mid-run: the holder carries on); 1 when it ended in another
-final status; 2 for an unknown id or a configuration error. ``--json`` prints one line last.
+final status; 2 for an unknown id or a configuration error; 3 when it stopped itself because it
+could not renew its lease in time (everything it started is killed first, before the lease can
+expire and another attempt claim it). ``--json`` prints one line last.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 if TYPE_CHECKING:
     from services.durable import ExecutionOutcome
+    from services.leases import Lease
+
+log = logging.getLogger(__name__)
+
+EXIT_LEASE_LAPSED = 3
+
+
+def stop_now(lease: Lease) -> None:
+    """The lease could not be renewed: kill every process this one started, then exit at once
+    (no cleanup, no further write: the next attempt starts from the last checkpoint)."""
+    from services.executors.local import kill_descendants
+
+    log.error("execution %s: lease epoch %d lapsed; stopping", lease.execution_id, lease.epoch)
+    kill_descendants(os.getpid())
+    os._exit(EXIT_LEASE_LAPSED)
 
 
 def report(outcome: ExecutionOutcome, json_output: bool) -> None:
@@ -47,7 +66,8 @@ def execute_command(
     db = open_db()
     try:
         outcome = execute_execution(execution_id, settings=get_settings(), db=db,
-                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
+                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace,
+                                    on_lapse=stop_now)
     except UnknownExecution as exc:
         typer.echo(f"studio: no execution {execution_id}", err=True)
         raise typer.Exit(2) from exc

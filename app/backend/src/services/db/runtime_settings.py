@@ -46,6 +46,9 @@ _SPECS = (
     SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s)."),
     SettingSpec("reaper_interval_s", float, 30.0,
                 "How often the reaper looks for executions whose lease expired (s)."),
+    SettingSpec("queued_timeout_s", float, 60.0,
+                "How long a dispatched execution may stay queued, never claimed, before the "
+                "reaper dispatches it again (s)."),
     SettingSpec("max_attempts", int, 5,
                 "Attempts (lease claims) an execution gets before the reaper gives up on it."),
 )

@@ -62,6 +62,7 @@ class ErrorCode(StrEnum):
     INTERRUPTED = "interrupted"
     CONFIG_ERROR = "config_error"
     SUBSTRATE_ERROR = "substrate_error"
+    WORKSPACE_LOST = "workspace_lost"
     INTERNAL_ERROR = "internal_error"
     MCP_TOOL_ERROR = "mcp_tool_error"
     NOT_FOUND = "not_found"

@@ -243,6 +243,12 @@ def _kill_group(pgid: int, sig: signal.Signals, *, whole_group: bool = True) -> 
         ) from exc
 
 
+def kill_descendants(root: int) -> None:
+    """SIGKILL every live process below ``root`` (in whatever group or session it runs)."""
+    for pid in _descendants(root):
+        _kill_group(pid, signal.SIGKILL, whole_group=False)
+
+
 def _descendants(root: int) -> list[int]:
     """Every live process below ``root``, from the parent links in ``/proc/<pid>/stat``."""
     children: dict[int, list[int]] = {}

@@ -8,9 +8,16 @@ outcome is the execution row and its journal, never a Celery result. The setting
     that dies mid-task leaves the message unacknowledged and the broker delivers it again;
 ``task_reject_on_worker_lost``
     when a pool process dies under a task, the message is requeued instead of failed;
-``worker_prefetch_multiplier = 1``
-    a worker reserves one message per free slot: a node execution runs for minutes, and a
-    prefetched message would wait behind it while another worker sits idle;
+``worker_prefetch_multiplier = 1`` and ``worker_disable_prefetch``
+    a worker takes a message only when a pool slot is free: a node execution runs for minutes,
+    and a prefetched message would wait behind it while another worker sits idle (and die with
+    its worker if that is killed);
+``visibility_timeout`` (``STUDIO_BROKER_VISIBILITY_TIMEOUT_S``, default 300 s)
+    Redis hands an unacknowledged message (its worker was killed) to another worker once this
+    long has passed since delivery; every worker sweeps for such messages every few seconds
+    (``unacked_restore_interval``). A message whose execution is still running is delivered
+    again too, and ignored (a live lease). Independently, the reaper re-dispatches an execution
+    that stayed queued, never claimed, for ``queued_timeout_s`` (:mod:`services.reaper`);
 explicit task names
     ``studio.execute_node`` and ``studio.reap``, so producers and consumers agree on names that
     do not move with the module layout.
@@ -35,6 +42,7 @@ log = logging.getLogger(__name__)
 TASK_EXECUTE_NODE = "studio.execute_node"
 TASK_REAP = "studio.reap"
 EAGER_BROKER = "memory://"
+RESTORE_SWEEP_S = 5  # how often a worker looks for unacknowledged messages past their timeout
 
 
 def broker_url(settings: StudioSettings) -> str | None:
@@ -52,6 +60,12 @@ def build_celery(settings: StudioSettings) -> Celery:
         task_acks_late=True,
         task_reject_on_worker_lost=True,
         worker_prefetch_multiplier=1,
+        worker_disable_prefetch=True,
+        broker_transport_options={
+            "visibility_timeout": settings.broker_visibility_timeout_s,
+            "unacked_restore_interval": RESTORE_SWEEP_S,
+            "unacked_restore_throttle": 1,
+        },
         task_default_queue=settings.worker_queue,
         task_ignore_result=True,
         result_backend=None,

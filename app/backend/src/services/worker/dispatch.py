@@ -6,15 +6,23 @@ broker (the embedded default) it runs the task body right here, synchronously: t
 admission check and the same ``studio execute`` child, minus the broker. Celery is not involved
 at all then (no eager task objects, no in-memory transport), so the result is the same code path
 a worker runs. Call it after the transaction that recorded the execution has committed.
+
+Before a message is sent, the execution's ``dispatched_at`` is stamped: should the message be
+lost (taken by a worker that dies before claiming the execution, or never sent at all), the
+reaper dispatches the execution again once it has stayed queued ``queued_timeout_s`` after
+that (see :func:`services.reaper.reap_unclaimed`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 
 from celery import Celery
 
+from services.db.session import Database, open_database, resolve_url
+from services.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
 from services.worker.celery_app import TASK_EXECUTE_NODE, broker_url, build_celery
@@ -25,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _apps: dict[tuple[str, str], Celery] = {}
 _apps_lock = threading.Lock()
+_databases: dict[tuple[int, str], Database] = {}
 
 
 def producer_app(settings: StudioSettings) -> Celery:
@@ -39,20 +48,36 @@ def producer_app(settings: StudioSettings) -> Celery:
 class Dispatcher:
     """A dispatch callable bound to settings (what the reaper is given)."""
 
-    def __init__(self, settings: StudioSettings, *, app: Celery | None = None) -> None:
+    def __init__(self, settings: StudioSettings, *, app: Celery | None = None,
+                 db: Database | None = None) -> None:
         self.settings = settings
         self._app = app
+        self._db = db
 
     def __call__(self, execution_id: str) -> Admission | None:
         """Send the execution's task; answers ``None`` when sent, the decision when run here."""
         payload = parse(ExecuteNodePayload, {"execution_id": execution_id})
         if broker_url(self.settings) is None:
             return handle_execute_node(payload, self.settings)
+        self._stamp(execution_id)
         app = self._app or producer_app(self.settings)
         app.send_task(TASK_EXECUTE_NODE, kwargs=payload.message(),
                       queue=self.settings.worker_queue)
         log.info("dispatched execution %s to queue %s", execution_id, self.settings.worker_queue)
         return None
+
+    def _stamp(self, execution_id: str) -> None:
+        LeaseStore(self._db or stamping_database(self.settings)).mark_dispatched(execution_id)
+
+
+def stamping_database(settings: StudioSettings) -> Database:
+    """One database handle per process and URL for the dispatch stamps (opening one per
+    message would run SQLite's migration check each time; a forked process gets its own)."""
+    key = (os.getpid(), resolve_url(settings))
+    with _apps_lock:
+        if key not in _databases:
+            _databases[key] = open_database(settings)
+        return _databases[key]
 
 
 def dispatch_execution(execution_id: str,

@@ -63,6 +63,7 @@ class NodeExecution(Base):
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_epoch: Mapped[int] = mapped_column(Integer, default=0)
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
@@ -124,7 +125,8 @@ class WorkspaceCheckpoint(Base):
     ``patch`` is ``git diff --binary <base_commit>`` of the whole worktree (committed, staged,
     unstaged and untracked changes), or ``NULL`` with ``available`` false when it was over the
     size cap. ``call_id`` is the tool call after which it was taken (stored in the same
-    transaction as that call's envelope).
+    transaction as that call's envelope); ``lease_epoch`` and ``owner`` name the attempt (lease
+    epoch, ``host:pid:random``) that took it.
     """
 
     __tablename__ = "workspace_checkpoints"
@@ -139,4 +141,6 @@ class WorkspaceCheckpoint(Base):
     size_bytes: Mapped[int] = mapped_column(Integer, default=0)
     sha256: Mapped[str] = mapped_column(String(64))
     patch: Mapped[bytes | None] = mapped_column(LargeBinary)
+    lease_epoch: Mapped[int | None] = mapped_column(Integer)
+    owner: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
