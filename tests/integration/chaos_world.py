@@ -78,6 +78,8 @@ class Chaos:
                               broker_url=SecretStr(self.broker.url),
                               worker_queue=self.broker.queue, github_token=SecretStr(TOKEN),
                               github_api_url=self.world.api.api_url,
+                              github_git_origins=[self.world.host.base_url],
+                              repo_allowed_hosts=["127.0.0.1"],
                               data_dir=self.world.root / "data")
 
     def database(self) -> Database:

@@ -70,7 +70,7 @@ RUNTIME = {"lease_ttl_s": "4", "heartbeat_s": "1", "reaper_interval_s": "1",
 def _create(chaos: Chaos, db: Database, count: int) -> list[str]:
     ids = [create_execution(db, ExecutionRequest(
         provider="replay", prompt="Fix add()", repo_url=chaos.world.url, script=SCRIPT,
-        slug=f"fix-{n}"), Redactor([TOKEN])) for n in range(count)]
+        slug=f"fix-{n}"), Redactor([TOKEN]), settings=chaos.settings()) for n in range(count)]
     for execution_id in ids:
         assert dispatch_execution(execution_id, chaos.settings()) is None  # sent to the broker
     return ids

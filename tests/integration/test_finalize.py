@@ -112,7 +112,7 @@ def test_a_run_that_changes_and_claims_nothing_succeeds_without_a_push(tmp_path:
             execution_id = create_execution(db, ExecutionRequest(
                 provider="replay", prompt="Look only", repo_url=world.url, script={"turns": [
                     {"tool_calls": [look]}, {"final": {**DONE, "changes": []}}]}),
-                Redactor([TOKEN]))
+                Redactor([TOKEN]), settings=world.settings())
             settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
             outcome = execute_execution(execution_id, settings=settings, db=db)
             row = ExecutionRepository(db).get(execution_id)

@@ -222,7 +222,7 @@ def test_a_holder_that_cannot_renew_kills_its_commands_and_exits_before_expiry(
         SettingsRepository(db).set("heartbeat_s", 0.5)
         execution_id = create_execution(db, ExecutionRequest(
             provider="replay", prompt="Take notes", repo_url=world.url, script=script),
-            Redactor([TOKEN]))
+            Redactor([TOKEN]), settings=world.settings())
         repo = ExecutionRepository(db)
         child = subprocess.Popen([*STUDIO, "execute", execution_id],
                                  env=world.env(tmp_path / "ws"), stdout=subprocess.PIPE,

@@ -406,10 +406,10 @@ def test_each_attempt_has_a_directory_of_its_own(remote: Remote,
                                                  settings: StudioSettings) -> None:
     """A new attempt's provisioning never replaces, and a stale attempt's cleanup never deletes,
     another attempt's worktree (issue 17)."""
-    first = provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+    first = provision_workspace("exec-att", remote.url, base_branch=None, git_auth=auth_of(remote),
                                 settings=settings, slug="a", attempt=1)
     (first.path / "edit.txt").write_text("the first attempt's edit\n")
-    second = provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+    second = provision_workspace("exec-att", remote.url, base_branch=None, git_auth=auth_of(remote),
                                  settings=settings, slug="a", attempt=2)
     assert first.root != second.root and first.branch == second.branch
     assert (first.path / "edit.txt").read_text() == "the first attempt's edit\n"
@@ -417,7 +417,7 @@ def test_each_attempt_has_a_directory_of_its_own(remote: Remote,
     cleanup(first)  # the stale attempt ends: only its own directory goes
     assert not first.root.exists() and (second.path / "README.md").is_file()
     with pytest.raises(ExecutionError) as caught:  # an attempt's directory is never reused
-        provision_workspace("exec-att", remote.url, base_branch=None, token=TOKEN,
+        provision_workspace("exec-att", remote.url, base_branch=None, git_auth=auth_of(remote),
                             settings=settings, slug="a", attempt=2)
     assert caught.value.code is ErrorCode.SUBSTRATE_ERROR
     assert (second.path / "README.md").is_file()
@@ -425,7 +425,7 @@ def test_each_attempt_has_a_directory_of_its_own(remote: Remote,
 
 def test_the_reaper_keeps_every_attempt_of_a_live_execution(remote: Remote,
                                                             settings: StudioSettings) -> None:
-    spaces = [provision_workspace(eid, remote.url, base_branch=None, token=TOKEN,
+    spaces = [provision_workspace(eid, remote.url, base_branch=None, git_auth=auth_of(remote),
                                   settings=settings, slug="x", attempt=n)
               for eid, n in (("exec-live", 1), ("exec-live", 2), ("exec-done", 1))]
     root = spaces[0].root.parent
@@ -444,7 +444,7 @@ def test_a_resume_without_a_checkpoint_takes_the_old_attempts_directory_over(
         remote: Remote, settings: StudioSettings) -> None:
     """Over-cap checkpoint: the new attempt renames the old directory into its own, so the old
     process (if it still runs) loses its paths instead of sharing the worktree."""
-    old = provision_workspace("exec-big2", remote.url, base_branch=None, token=TOKEN,
+    old = provision_workspace("exec-big2", remote.url, base_branch=None, git_auth=auth_of(remote),
                               settings=settings, slug="b", attempt=1)
     (old.path / "big.bin").write_bytes(b"x" * 1000)
     new = adopt_workspace(old, 3)
