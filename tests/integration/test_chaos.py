@@ -127,12 +127,33 @@ def _kill_while_running(chaos: Chaos, db: Database, ids: list[str]) -> Counter[s
     return hit
 
 
+def _diagnosis(db: Database, execution_id: str) -> str:
+    """What a failed execution left: its error, journal and checkpoints (a failure's evidence)."""
+    row = rows(db, [execution_id])[execution_id]
+    lines = [f"{execution_id}: {row.status} {row.error_code}: {row.error_message}"]
+    for seq, kind, data in events(db, execution_id):
+        lines.append(f"  event {seq} {kind} {str(data)[:300]}")
+    with db.engine.connect() as conn:
+        found = conn.execute(text(
+            "SELECT seq, call_id, size_bytes, lease_epoch, owner, created_at, patch "
+            "FROM workspace_checkpoints WHERE execution_id = :id ORDER BY seq"),
+            {"id": execution_id})
+        for seq, call_id, size, epoch, owner, at, patch in found:
+            fixed = patch is not None and b"a + b" in bytes(patch)
+            lines.append(f"  checkpoint {seq} call={call_id} size={size} epoch={epoch} "
+                         f"owner={owner} at={at} fix={fixed}")
+    return "\n".join(lines)
+
+
 def _assert_invariants(chaos: Chaos, db: Database, ids: list[str]) -> None:
     world = chaos.world
     final = rows(db, ids)
     report = {i[:8]: (r.status, r.error_code, r.lease_epoch, r.head_sha and r.head_sha[:8],
                       r.pr_url) for i, r in final.items()}
-    assert all(r.status == "succeeded" for r in final.values()), (report, chaos.logs())
+    failed = [_diagnosis(db, i) for i, r in final.items() if r.status != "succeeded"]
+    if failed:  # the whole evidence, unabridged, in the captured output of the failure
+        print("\n\n".join(failed), chaos.logs(), sep="\n")
+    assert not failed, report
     for execution_id, row in final.items():
         branch = row.branch or ""
         assert row.head_sha is not None and row.pr_url is not None, report  # pushed, PR'd

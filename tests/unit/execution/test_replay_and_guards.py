@@ -7,10 +7,19 @@ import random
 import anyio
 import pytest
 
+from services.execution.conversation import repair_interrupted
 from services.execution.errors import ConfigError
 from services.execution.guards import LoopDetector, LoopVerdict, RetryPolicy
-from services.execution.messages import ModelRequest, ToolCall
-from services.execution.providers.replay import ReplayClient, load_script
+from services.execution.messages import (
+    Message,
+    ModelRequest,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolCallPart,
+    ToolResultPart,
+)
+from services.execution.providers.replay import ReplayClient, load_script, script_position
 
 
 def test_replay_script_turns_become_tool_calls_with_deterministic_ids() -> None:
@@ -88,3 +97,44 @@ def test_retry_delays_grow_and_honour_retry_after() -> None:
     assert 2.5 <= policy.delay(5, None, rng) <= 5.0
     assert policy.delay(1, 3.0, rng) == 3.0
     assert policy.delay(1, 60.0, rng) == 5.0
+
+
+def _turn(*calls: ToolCall) -> Message:
+    return Message(role=Role.ASSISTANT, parts=[ToolCallPart(call=c) for c in calls])
+
+
+def _ok(*calls: ToolCall) -> Message:
+    return Message(role=Role.TOOL, parts=[ToolResultPart(
+        call_id=c.call_id, tool_name=c.tool_name, envelope={"ok": True}) for c in calls])
+
+
+def test_a_resumed_replay_asks_again_for_calls_answered_interrupted() -> None:
+    script = load_script({"turns": [
+        {"tool_calls": [{"tool": "workspace.read_file", "args": {"path": "a.py"}}]},
+        {"tool_calls": [{"tool": "workspace.read_file", "args": {"path": "b.py"}},
+                        {"tool": "workspace.edit_file",
+                         "args": {"path": "a.py", "old_text": "-", "new_text": "+"}}]},
+        {"final": "done"},
+    ]})
+    first = ReplayClient(script)
+    read = anyio.run(first.complete, ModelRequest(system="", messages=[], tools=[], cycle=0))
+    pair = anyio.run(first.complete, ModelRequest(system="", messages=[], tools=[], cycle=1))
+    [read_a], [read_b, edit] = read.message.tool_calls, pair.message.tool_calls
+    # the attempt died after read_b's result was recorded, before edit's: the resume repairs it
+    history = repair_interrupted([Message(role=Role.USER, parts=[TextPart(text="task")]),
+                                  read.message, _ok(read_a), pair.message, _ok(read_b)])
+    assert script_position(history) == 2
+    resumed = ReplayClient(script)  # a new process
+    retry = anyio.run(resumed.complete, ModelRequest(system="", messages=history, tools=[],
+                                                     cycle=2)).message.tool_calls
+    assert [(c.call_id, c.operation, c.args) for c in retry] == [("2-0", "edit_file", edit.args)]
+    # the retry is no script turn: the script goes on where it was
+    interrupted_again = repair_interrupted([*history, _turn(*retry)])
+    assert script_position(interrupted_again) == 2
+    again = anyio.run(ReplayClient(script).complete, ModelRequest(
+        system="", messages=interrupted_again, tools=[], cycle=3)).message.tool_calls
+    assert [(c.call_id, c.args) for c in again] == [("3-0", edit.args)]
+    done = [*interrupted_again, _turn(*again), _ok(*again)]
+    final = anyio.run(ReplayClient(script).complete,
+                      ModelRequest(system="", messages=done, tools=[], cycle=4))
+    assert final.message.text == "done"

@@ -10,6 +10,11 @@ A turn may also carry ``"usage": {"input_tokens": .., "output_tokens": .., "cost
 budget behaviour can be replayed. Calls get deterministic ids ``<cycle>-<index>``. When the
 script runs out, the model answers with a final text saying so. A resumed conversation (one that
 already holds N model turns) continues at turn N + 1 of the script.
+
+A call the resumed conversation answers ``interrupted`` (its attempt died before the call's
+result was recorded, so the restored workspace does not hold its effect; the result says
+``retryable``) is asked for again, as a model would, before the script goes on: the retry is a
+turn of its own (new call ids) that does not count as a script turn.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from services.execution.errors import ConfigError
+from services.execution.errors import ConfigError, ErrorCode
 from services.execution.messages import (
     Message,
     ModelRequest,
@@ -29,6 +34,7 @@ from services.execution.messages import (
     TextPart,
     ToolCall,
     ToolCallPart,
+    ToolResultPart,
     Usage,
     provider_tool_name,
     split_tool_name,
@@ -92,8 +98,15 @@ class ReplayClient:
         self._next = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        answered = sum(1 for m in request.messages if m.role is Role.ASSISTANT)
-        self._next = max(self._next, answered)  # a resumed conversation skips what it holds
+        retry = _interrupted_calls(request.messages)
+        if retry:
+            parts = [ToolCallPart(call=call.model_copy(update={"call_id": f"{request.cycle}-{i}"}))
+                     for i, call in enumerate(retry)]
+            return ModelResponse(message=Message(role=Role.ASSISTANT, parts=list(parts)),
+                                 usage=Usage(cost_usd=0.0), model=self.model,
+                                 stop_reason="tool_use")
+        # a resumed conversation skips what it holds
+        self._next = max(self._next, script_position(request.messages))
         turn = self._take()
         usage = Usage(cost_usd=0.0)  # a replayed model costs nothing unless the script says so
         if turn is not None and turn.usage is not None:
@@ -120,6 +133,40 @@ class ReplayClient:
 
     async def aclose(self) -> None:
         return None
+
+
+def _interrupted(message: Message) -> set[str]:
+    """The call ids a tool message answers with a synthetic ``interrupted`` result."""
+    if message.role is not Role.TOOL:
+        return set()
+    return {part.call_id for part in message.parts if isinstance(part, ToolResultPart)
+            and (part.envelope.get("error") or {}).get("code") == ErrorCode.INTERRUPTED.value}
+
+
+def script_position(messages: list[Message]) -> int:
+    """How many script turns a conversation holds: its model turns, less the retries of
+    interrupted calls (a model turn right after a tool message with an ``interrupted``
+    result)."""
+    position, after_interrupt = 0, False
+    for message in messages:
+        if message.role is Role.TOOL:
+            after_interrupt = bool(_interrupted(message))
+        elif message.role is Role.ASSISTANT:
+            position += 0 if after_interrupt else 1
+            after_interrupt = False
+    return position
+
+
+def _interrupted_calls(messages: list[Message]) -> list[ToolCall]:
+    """The calls to ask for again: those the conversation's last message answers
+    ``interrupted``, as the last model turn made them."""
+    if not messages:
+        return []
+    ids = _interrupted(messages[-1])
+    turns = [m for m in messages if m.role is Role.ASSISTANT]
+    if not ids or not turns:
+        return []
+    return [call for call in turns[-1].tool_calls if call.call_id in ids]
 
 
 def _call(cycle: int, index: int, call: ReplayCall) -> ToolCall:
