@@ -196,6 +196,11 @@ def _map_value_schema(schema: Schema) -> Schema | None:
     return None
 
 
+def _names(required: Any) -> set[str]:
+    """The property names a ``required`` keyword lists (nothing when it is not a list)."""
+    return {n for n in required if isinstance(n, str)} if isinstance(required, list) else set()
+
+
 def _null_branch(branch: Any) -> bool:
     return isinstance(branch, dict) and branch.get("type") == "null"
 
@@ -223,7 +228,7 @@ def _openai_finish(out: Schema) -> Schema:
     """Close an object: every property required, the optional ones nullable instead."""
     if out.get("type") == "object" or "properties" in out:
         props: Schema = out.get("properties") or {}
-        required = set(out.get("required") or [])
+        required = _names(out.get("required"))
         out["properties"] = {name: prop if name in required else _nullable(prop)
                              for name, prop in props.items()}
         out["required"] = list(props)
@@ -274,12 +279,14 @@ def openai_args_to_neutral(tool_name: str, args: Any, neutral_schema: Schema) ->
     return result if isinstance(result, dict) else args
 
 
-def _to_neutral(value: Any, schema: Schema) -> Any:
+def _to_neutral(value: Any, schema: Any) -> Any:
+    if not isinstance(schema, dict):  # a broken schema: leave the value for validation
+        return value
     if is_open_map(schema):
         return _pairs_to_map(value, _map_value_schema(schema))
     if isinstance(value, dict) and isinstance(schema.get("properties"), dict):
         props: Schema = schema["properties"]
-        required = set(schema.get("required") or [])
+        required = _names(schema.get("required"))
         return {
             k: (_to_neutral(v, props[k]) if k in props else v)
             for k, v in value.items()
@@ -329,13 +336,13 @@ def _pairs_to_map(value: Any, value_schema: Schema | None) -> Any:
 
 
 def _gemini_shape(node: Schema) -> Schema:
+    if isinstance(node.get("anyOf"), list):  # a branch that is no schema object is dropped
+        node = {**node, "anyOf": [b for b in node["anyOf"] if isinstance(b, dict)]}
     node = _gemini_nullable(_gemini_bounds(node))
     if "const" in node and "enum" not in node:
         node = {**node, "enum": [node["const"]]}
     out: Schema = {k: v for k, v in node.items() if k in _GEMINI_KEPT}
     _gemini_enum_and_format(out)
-    if isinstance(out.get("anyOf"), list):
-        out["anyOf"] = [b for b in out["anyOf"] if isinstance(b, dict)]
     return out
 
 
@@ -401,7 +408,8 @@ def _gemini_enum_and_format(out: Schema) -> None:
             allowed = ", ".join(json.dumps(v) for v in values)
             out["description"] = f"{out.get('description', '')} One of: {allowed}.".strip()
     fmt = out.get("format")
-    if fmt is not None and fmt not in _GEMINI_FORMATS.get(str(out.get("type")), frozenset()):
+    formats = _GEMINI_FORMATS.get(str(out.get("type")), frozenset())
+    if fmt is not None and (not isinstance(fmt, str) or fmt not in formats):
         del out["format"]
 
 
