@@ -173,3 +173,39 @@ def test_profiles_import_an_sdk_only_when_building_its_adapter(name: str, sdk: s
     assert not any(loaded(before, s) for s in SDKS)
     assert loaded(after, sdk)
     assert [s for s in SDKS if loaded(after, s)] == [sdk]
+
+
+# ---------------------------------------------------------------- the sites that read needs_script
+
+
+def test_studio_run_asks_for_a_script_where_the_profile_needs_one(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from services.cli.main import app
+
+    runner = CliRunner()
+    missing = runner.invoke(app, ["run", "--provider", "replay", "--workspace", str(tmp_path),
+                                  "do it"])
+    assert missing.exit_code == 2
+    assert "the replay provider needs --script FILE" in missing.output
+    unknown = runner.invoke(app, ["run", "--provider", "nope", "--workspace", str(tmp_path), "x"])
+    assert unknown.exit_code == 2
+    assert "unknown provider 'nope'; choose one of codex, gemini, claude, replay" in unknown.output
+
+
+def test_the_api_takes_a_script_only_where_the_profile_needs_one() -> None:
+    from services.api.errors import ApiError
+    from services.api.routers.executions import _check_script
+    from services.api.schemas import ExecutionCreate
+
+    def body(provider: str, script: dict[str, object] | None) -> ExecutionCreate:
+        return ExecutionCreate.model_validate({"repo_url": "https://example.test/r.git",
+                                               "provider": provider, "prompt": "p",
+                                               "replay_script": script})
+
+    _check_script(body("replay", SCRIPT))
+    _check_script(body("codex", None))
+    with pytest.raises(ApiError, match="the replay provider needs replay_script"):
+        _check_script(body("replay", None))
+    with pytest.raises(ApiError, match="replay_script is only for the replay provider"):
+        _check_script(body("gemini", SCRIPT))
