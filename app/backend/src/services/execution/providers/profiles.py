@@ -106,21 +106,26 @@ REPLAY_GUARDS: Mapping[str, str] = {
 
 @dataclass(frozen=True)
 class ProviderCapabilities:
-    """One provider's row of the matrix."""
+    """One provider's row of the matrix.
+
+    The defaults describe the common case, a turn-based adapter driven by our loop: tool calls,
+    parallel ones included, and MCP tools; no streaming; cost reported per call; the guards where
+    the loop puts them. A profile states only where its provider differs.
+    """
 
     provider: str
     sdk: str
     wire: str | None  # the API spoken; None: no provider call at all
-    tool_calls: bool
-    parallel_tool_calls: bool
-    streaming: bool
-    mcp: bool
-    thought_signature: bool
-    self_driving_loop: bool
-    chat_mode: bool
-    base_url_env: str | None
-    cost_semantic: str  # "delta" per call, or "cumulative" per session
-    guards: Mapping[str, str] = field(default_factory=dict)
+    tool_calls: bool = True
+    parallel_tool_calls: bool = True
+    streaming: bool = False
+    mcp: bool = True
+    thought_signature: bool = False  # opaque reasoning tokens to send back with each call
+    self_driving_loop: bool = False  # the SDK runs the tool loop itself
+    chat_mode: bool = False  # also speaks Chat Completions, for OpenAI-compatible servers
+    base_url_env: str | None = None  # the variable the SDK reads for its endpoint
+    cost_semantic: str = "delta"  # "delta" per call, or "cumulative" per session
+    guards: Mapping[str, str] = field(default_factory=lambda: TURN_BASED_GUARDS)
 
     def as_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -207,19 +212,14 @@ PROFILES: Mapping[str, ProviderProfile] = {
         name="codex", default_model="gpt-5.1", tool_schema=openai_strict, build=_build_codex,
         capabilities=ProviderCapabilities(
             provider="codex", sdk="openai", wire="OpenAI Responses (chat mode: Chat Completions)",
-            tool_calls=True, parallel_tool_calls=True, streaming=False, mcp=True,
-            thought_signature=False, self_driving_loop=False, chat_mode=True,
-            base_url_env="OPENAI_BASE_URL", cost_semantic="delta", guards=TURN_BASED_GUARDS,
+            chat_mode=True, base_url_env="OPENAI_BASE_URL",
         ),
     ),
     "gemini": ProviderProfile(
         name="gemini", default_model="gemini-2.5-pro", tool_schema=gemini, build=_build_gemini,
         capabilities=ProviderCapabilities(
             provider="gemini", sdk="google-genai", wire="Gemini generateContent",
-            tool_calls=True, parallel_tool_calls=True, streaming=False, mcp=True,
-            thought_signature=True, self_driving_loop=False, chat_mode=False,
-            base_url_env="GOOGLE_GEMINI_BASE_URL", cost_semantic="delta",
-            guards=TURN_BASED_GUARDS,
+            thought_signature=True, base_url_env="GOOGLE_GEMINI_BASE_URL",
         ),
     ),
     "claude": ProviderProfile(
@@ -227,19 +227,15 @@ PROFILES: Mapping[str, ProviderProfile] = {
         build=_build_claude,
         capabilities=ProviderCapabilities(
             provider="claude", sdk="claude-agent-sdk (bundled Claude Code CLI)",
-            wire="Anthropic Messages (SSE)", tool_calls=True, parallel_tool_calls=True,
-            streaming=True, mcp=True, thought_signature=False, self_driving_loop=True,
-            chat_mode=False, base_url_env="ANTHROPIC_BASE_URL", cost_semantic="cumulative",
-            guards=CLAUDE_GUARDS,
+            wire="Anthropic Messages (SSE)", streaming=True, self_driving_loop=True,
+            base_url_env="ANTHROPIC_BASE_URL", cost_semantic="cumulative", guards=CLAUDE_GUARDS,
         ),
     ),
     "replay": ProviderProfile(
         name="replay", default_model="replay", tool_schema=neutral, build=_build_replay,
         needs_script=True,
         capabilities=ProviderCapabilities(
-            provider="replay", sdk="none (a scripted trajectory)", wire=None, tool_calls=True,
-            parallel_tool_calls=True, streaming=False, mcp=True, thought_signature=False,
-            self_driving_loop=False, chat_mode=False, base_url_env=None, cost_semantic="delta",
+            provider="replay", sdk="none (a scripted trajectory)", wire=None,
             guards=REPLAY_GUARDS,
         ),
     ),
