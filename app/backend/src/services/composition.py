@@ -8,19 +8,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.execution.errors import ConfigError
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
-from services.execution.providers.replay import ReplayClient, load_script
+from services.execution.providers.profiles import DEFAULT_MODELS as DEFAULT_MODELS
+from services.execution.providers.profiles import PROVIDERS as PROVIDERS
+from services.execution.providers.profiles import EngineSpec, provider_profile
 from services.execution.sandbox import UNCONFINED_WARNING, CommandLimits, select_sandbox
 from services.settings import StudioSettings, is_production, process_environment
-
-PROVIDERS = ("codex", "gemini", "claude", "replay")
-DEFAULT_MODELS = {
-    "codex": "gpt-5.1",
-    "gemini": "gemini-2.5-pro",
-    "claude": "claude-sonnet-4-5",
-    "replay": "replay",
-}
 
 
 @dataclass(frozen=True)
@@ -37,35 +30,16 @@ class EngineRequest:
 def build_engine(
     request: EngineRequest, settings: StudioSettings
 ) -> ModelClient | SelfDrivingEngine:
-    """The adapter for ``request.provider``; SDK clients honour their own base-URL variables."""
-    provider = request.provider
-    model = request.model or DEFAULT_MODELS.get(provider, "")
-    if provider == "replay":
-        if request.script is None:
-            raise ConfigError("the replay provider needs a script (--script FILE)")
-        source = request.script if isinstance(request.script, Path) else dict(request.script)
-        return ReplayClient(load_script(source), model=model)
-    if provider == "codex":
-        from services.execution.providers.codex import CodexClient
+    """The adapter for ``request.provider``, built as its profile says (``providers.profiles``).
 
-        if request.codex_mode == "chat":
-            return CodexClient(model=model, mode="chat")
-        return CodexClient(model=model, mode="responses")
-    if provider == "gemini":
-        from services.execution.providers.gemini import GeminiClient
-
-        return GeminiClient(model=model)
-    if provider == "claude":
-        from services.execution.providers.claude import ClaudeConfig, ClaudeEngine
-        from services.execution.providers.claude_env import claude_env_from
-
-        return ClaudeEngine(ClaudeConfig(
-            model=model, workspace=request.workspace,
-            env=claude_env_from(process_environment()),
-            transcript_dir=request.transcript_dir or request.run_dir / "claude-transcript",
-            scratch_dir=request.run_dir,
-        ))
-    raise ConfigError(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
+    SDK clients honour their own base-URL variables.
+    """
+    profile = provider_profile(request.provider)
+    return profile.build(EngineSpec(
+        model=request.model or profile.default_model, workspace=request.workspace,
+        run_dir=request.run_dir, transcript_dir=request.transcript_dir, script=request.script,
+        codex_mode=request.codex_mode, environ=process_environment(),
+    ))
 
 
 def command_limits(settings: StudioSettings) -> CommandLimits:

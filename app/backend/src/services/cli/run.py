@@ -53,7 +53,7 @@ def run_command(
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
     from services.cli.live import LiveConsoleSink
-    from services.composition import PROVIDERS
+    from services.execution.providers.profiles import PROFILES, PROVIDERS
     from services.execution_request import ExecutionRequest
     from services.executions import ExecutionService, RunRequest
 
@@ -61,8 +61,8 @@ def run_command(
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
     if (workspace is None) == (repo is None):
         _usage_error("give exactly one of --workspace DIR and --repo URL")
-    if provider == "replay" and script is None:
-        _usage_error("the replay provider needs --script FILE")
+    if PROFILES[provider].needs_script and script is None:
+        _usage_error(f"the {provider} provider needs --script FILE")
     overrides = {k: v for k, v in {"max_iterations": max_iterations,
                                    "max_budget_usd": max_budget_usd}.items() if v is not None}
     if repo is not None:

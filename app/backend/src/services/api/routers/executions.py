@@ -27,6 +27,7 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.execution.errors import ConfigError, ErrorCode
+from services.execution.providers.profiles import provider_profile
 from services.execution.providers.replay import load_script
 from services.execution_request import ExecutionRequest, create_execution
 from services.repo_urls import validate_repo_url
@@ -39,7 +40,7 @@ Status = Literal["queued", "running", "succeeded", "failed", "cancelled", "stall
 
 
 def _check_script(body: ExecutionCreate) -> None:
-    if body.provider != "replay":
+    if not provider_profile(body.provider).needs_script:
         if body.replay_script is not None:
             raise ApiError("replay_script is only for the replay provider",
                            code=ErrorCode.INVALID_ARGUMENTS, details={"field": "replay_script"})

@@ -34,17 +34,14 @@ def _arguments_text(part: ToolCallPart) -> str:
 # ---------------------------------------------------------------- Responses API
 
 
+def strict_function(tool: ToolSchema) -> dict[str, Any]:
+    """A tool as an OpenAI strict function (both APIs use this object, wrapped differently)."""
+    return {"name": tool.name, "description": tool.description,
+            "parameters": openai_strict(tool.parameters), "strict": True}
+
+
 def responses_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "name": t.name,
-            "description": t.description,
-            "parameters": openai_strict(t.parameters),
-            "strict": True,
-        }
-        for t in tools
-    ]
+    return [{"type": "function", **strict_function(t)} for t in tools]
 
 
 def responses_items(message: Message) -> list[dict[str, Any]]:
@@ -125,18 +122,7 @@ def _responses_stop(data: Mapping[str, Any], calls: int) -> str:
 
 
 def chat_tools(tools: list[ToolSchema]) -> list[dict[str, Any]]:
-    return [
-        {
-            "type": "function",
-            "function": {
-                "name": t.name,
-                "description": t.description,
-                "parameters": openai_strict(t.parameters),
-                "strict": True,
-            },
-        }
-        for t in tools
-    ]
+    return [{"type": "function", "function": strict_function(t)} for t in tools]
 
 
 def chat_messages(message: Message) -> list[dict[str, Any]]:

@@ -1,0 +1,255 @@
+"""Provider profiles: what is special about each provider, in one place.
+
+One :class:`ProviderProfile` per provider, in :data:`PROFILES` (the order ``studio providers``
+prints). A profile holds a provider's facts as data:
+
+- ``default_model``: the model used when a run names none;
+- ``tool_schema``: how a tool's neutral JSON Schema is sent, one of :mod:`.schema_profiles`
+  (OpenAI strict for ``codex``, the Gemini subset for ``gemini``, the schema as is for ``claude``);
+  the adapter's wire module applies the same function (a unit test compares them);
+- ``capabilities``: the provider's row of the capability matrix (SDK, wire, base-URL variable,
+  cost semantic, flags) and where each guard of the loop acts for it (:mod:`.capabilities` shows
+  the matrix; the conformance table asserts it);
+- ``build``: how its adapter is made from an :class:`EngineSpec`. A builder imports its adapter,
+  and so the SDK, when it is called: importing this module loads no SDK, so ``studio --help``
+  stays light;
+- ``needs_script``: the run needs a scripted trajectory (replay).
+
+The composition root looks providers up here (:func:`provider_profile`) instead of switching on
+their names. A new provider is an adapter module plus one profile below.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from services.execution.errors import ConfigError
+from services.execution.ports import ModelClient, SelfDrivingEngine
+from services.execution.providers.schema_profiles import (
+    Schema,
+    anthropic,
+    gemini,
+    neutral,
+    openai_strict,
+)
+
+Engine = ModelClient | SelfDrivingEngine
+
+# ---------------------------------------------------------------- capabilities and guards
+
+#: The guards of the loop (SPEC §3), in the order the docs list them.
+GUARDS: tuple[str, ...] = (
+    "max_iterations",
+    "max_budget_usd",
+    "repository_budget",
+    "loop_detection",
+    "kill_switch",
+    "wall_clock",
+    "provider_retries",
+    "invalid_arguments",
+)
+
+GUARD_TITLES: Mapping[str, str] = {
+    "max_iterations": "max_iterations",
+    "max_budget_usd": "max_budget_usd (execution budget)",
+    "repository_budget": "daily repository budget",
+    "loop_detection": "error-loop detection",
+    "kill_switch": "kill switch, cancellation",
+    "wall_clock": "wall clock, stall",
+    "provider_retries": "provider retries",
+    "invalid_arguments": "malformed tool arguments",
+}
+
+TURN_BASED_GUARDS: Mapping[str, str] = {
+    "max_iterations": "the loop, before each model call: max_iterations_exceeded",
+    "max_budget_usd": "the loop, before each model call (cost from the price table, delta "
+                      "per call): budget_exceeded",
+    "repository_budget": "the loop, before each model call (BudgetPort.check)",
+    "loop_detection": "the loop, after each tool call: a user-message warning at 3, "
+                      "loop_detected at 5",
+    "kill_switch": "the loop, before each model call and each tool call",
+    "wall_clock": "the loop, before each model call; each model call is stall-timed",
+    "provider_retries": "the loop: at most 3 attempts on 429/5xx/424/connection errors, "
+                        "backoff with jitter, Retry-After; SDK retries off; 4xx not retried",
+    "invalid_arguments": "the dispatcher answers invalid_arguments as a tool result; the run "
+                         "goes on",
+}
+
+CLAUDE_GUARDS: Mapping[str, str] = {
+    "max_iterations": "the Claude Code CLI (max_turns); its error_max_turns result becomes "
+                      "max_iterations_exceeded",
+    "max_budget_usd": "the Claude Code CLI (max_budget_usd, its own cumulative "
+                      "total_cost_usd); error_max_budget_usd becomes budget_exceeded",
+    "repository_budget": "the loop before the session starts, then the tool gateway at each "
+                         "tool call (a stop interrupts the CLI)",
+    "loop_detection": "the tool gateway, at each tool call: the warning travels in the tool "
+                      "result at 3, loop_detected and interrupt() at 5",
+    "kill_switch": "the tool gateway, at each tool call (then interrupt()); a model call "
+                   "already in flight is not stopped",
+    "wall_clock": "the loop, around the whole session (cancelled when it runs out: stalled)",
+    "provider_retries": "the Claude Code CLI (CLAUDE_CODE_MAX_RETRIES, 2 here) on 429/5xx; "
+                        "a 400 is re-sent only without an optional anthropic-beta feature, "
+                        "then provider_rejected; the loop does not retry over the CLI",
+    "invalid_arguments": "the dispatcher answers invalid_arguments as a tool result; the run "
+                         "goes on",
+}
+
+REPLAY_GUARDS: Mapping[str, str] = {
+    **TURN_BASED_GUARDS,
+    "max_budget_usd": "the loop, before each model call (the cost each scripted turn states)",
+    "provider_retries": "not applicable: replay has no wire, so no provider error to retry",
+}
+
+
+@dataclass(frozen=True)
+class ProviderCapabilities:
+    """One provider's row of the matrix.
+
+    The defaults describe the common case, a turn-based adapter driven by our loop: tool calls,
+    parallel ones included, and MCP tools; no streaming; cost reported per call; the guards where
+    the loop puts them. A profile states only where its provider differs.
+    """
+
+    provider: str
+    sdk: str
+    wire: str | None  # the API spoken; None: no provider call at all
+    tool_calls: bool = True
+    parallel_tool_calls: bool = True
+    streaming: bool = False
+    mcp: bool = True
+    thought_signature: bool = False  # opaque reasoning tokens to send back with each call
+    self_driving_loop: bool = False  # the SDK runs the tool loop itself
+    chat_mode: bool = False  # also speaks Chat Completions, for OpenAI-compatible servers
+    base_url_env: str | None = None  # the variable the SDK reads for its endpoint
+    cost_semantic: str = "delta"  # "delta" per call, or "cumulative" per session
+    guards: Mapping[str, str] = field(default_factory=lambda: TURN_BASED_GUARDS)
+
+    def as_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["guards"] = dict(self.guards)
+        return data
+
+
+#: The boolean capabilities, in the order ``studio providers`` prints them.
+FLAGS: tuple[str, ...] = (
+    "tool_calls", "parallel_tool_calls", "streaming", "mcp", "thought_signature",
+    "self_driving_loop", "chat_mode",
+)
+
+
+
+# ---------------------------------------------------------------- the profile
+
+
+@dataclass(frozen=True)
+class EngineSpec:
+    """What a builder needs, given by the composition root (the engine reads no configuration).
+
+    ``environ`` is the process environment the root allows; only a provider that runs a CLI of
+    its own reads it (claude filters it again through :func:`.claude_env.claude_env_from`).
+    """
+
+    model: str
+    workspace: Path
+    run_dir: Path
+    transcript_dir: Path | None = None  # where a self-driving engine keeps its transcript
+    script: Path | dict[str, object] | None = None  # replay only
+    codex_mode: str = "responses"  # codex only: "responses" or "chat"
+    environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class ProviderProfile:
+    """One provider's facts (see the module docstring)."""
+
+    name: str
+    default_model: str
+    tool_schema: Callable[[Schema], Schema]
+    capabilities: ProviderCapabilities
+    build: Callable[[EngineSpec], Engine]
+    needs_script: bool = False
+
+
+def _build_codex(spec: EngineSpec) -> Engine:
+    from services.execution.providers.codex import CodexClient
+
+    return CodexClient(model=spec.model, mode="chat" if spec.codex_mode == "chat" else "responses")
+
+
+def _build_gemini(spec: EngineSpec) -> Engine:
+    from services.execution.providers.gemini import GeminiClient
+
+    return GeminiClient(model=spec.model)
+
+
+def _build_claude(spec: EngineSpec) -> Engine:
+    from services.execution.providers.claude import ClaudeConfig, ClaudeEngine
+    from services.execution.providers.claude_env import claude_env_from
+
+    return ClaudeEngine(ClaudeConfig(
+        model=spec.model, workspace=spec.workspace, env=claude_env_from(spec.environ),
+        transcript_dir=spec.transcript_dir or spec.run_dir / "claude-transcript",
+        scratch_dir=spec.run_dir,
+    ))
+
+
+def _build_replay(spec: EngineSpec) -> Engine:
+    from services.execution.providers.replay import ReplayClient, load_script
+
+    if spec.script is None:
+        raise ConfigError("the replay provider needs a script (--script FILE)")
+    source = spec.script if isinstance(spec.script, Path) else dict(spec.script)
+    return ReplayClient(load_script(source), model=spec.model)
+
+
+# ---------------------------------------------------------------- the registry
+
+PROFILES: Mapping[str, ProviderProfile] = {
+    "codex": ProviderProfile(
+        name="codex", default_model="gpt-5.1", tool_schema=openai_strict, build=_build_codex,
+        capabilities=ProviderCapabilities(
+            provider="codex", sdk="openai", wire="OpenAI Responses (chat mode: Chat Completions)",
+            chat_mode=True, base_url_env="OPENAI_BASE_URL",
+        ),
+    ),
+    "gemini": ProviderProfile(
+        name="gemini", default_model="gemini-2.5-pro", tool_schema=gemini, build=_build_gemini,
+        capabilities=ProviderCapabilities(
+            provider="gemini", sdk="google-genai", wire="Gemini generateContent",
+            thought_signature=True, base_url_env="GOOGLE_GEMINI_BASE_URL",
+        ),
+    ),
+    "claude": ProviderProfile(
+        name="claude", default_model="claude-sonnet-4-5", tool_schema=anthropic,
+        build=_build_claude,
+        capabilities=ProviderCapabilities(
+            provider="claude", sdk="claude-agent-sdk (bundled Claude Code CLI)",
+            wire="Anthropic Messages (SSE)", streaming=True, self_driving_loop=True,
+            base_url_env="ANTHROPIC_BASE_URL", cost_semantic="cumulative", guards=CLAUDE_GUARDS,
+        ),
+    ),
+    "replay": ProviderProfile(
+        name="replay", default_model="replay", tool_schema=neutral, build=_build_replay,
+        needs_script=True,
+        capabilities=ProviderCapabilities(
+            provider="replay", sdk="none (a scripted trajectory)", wire=None,
+            guards=REPLAY_GUARDS,
+        ),
+    ),
+}
+
+#: The provider names, in the registry's order.
+PROVIDERS: tuple[str, ...] = tuple(PROFILES)
+#: The model each provider uses when a run names none.
+DEFAULT_MODELS: Mapping[str, str] = {name: p.default_model for name, p in PROFILES.items()}
+
+
+def provider_profile(name: str) -> ProviderProfile:
+    """The profile of ``name``; a :class:`ConfigError` naming the choices when there is none."""
+    found = PROFILES.get(name)
+    if found is None:
+        raise ConfigError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
+    return found
