@@ -158,7 +158,7 @@ def test_cancel_deletes_the_job_and_ends_a_wait(
     assert kube_api.job(NAMESPACE, handle.ref) is None
     (delete,) = kube_api.requests("DELETE")
     assert delete.path.endswith(f"/jobs/{handle.ref}")
-    assert delete.query["propagationPolicy"] == "Background"
+    assert delete.query["propagationPolicy"] == "Foreground"
     assert outcome == [SubstrateStatus.UNKNOWN]  # the watch saw it DELETED
     assert substrate.status(handle) is SubstrateStatus.UNKNOWN
     substrate.cancel(handle)  # cancelling again is a no-op (404 ignored)

@@ -11,6 +11,7 @@ leases in the database, not through each other.
 from __future__ import annotations
 
 import logging
+import signal
 
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings
@@ -41,3 +42,16 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     finally:
         if loop is not None:
             loop.stop()
+
+
+def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
+    """Run reaper passes in this thread until interrupted (SIGTERM / Ctrl-C)."""
+    if broker_url(settings) is None:
+        raise ConfigError("studio reaper needs a broker: set STUDIO_BROKER_URL")
+    logging.basicConfig(level=loglevel.upper())
+    loop = ReaperLoop(settings, Dispatcher(settings, app=build_celery(settings)))
+    signal.signal(signal.SIGTERM, lambda *_: loop.stop())
+    try:
+        loop.run()
+    except KeyboardInterrupt:
+        loop.stop()
