@@ -25,16 +25,39 @@ from services.execution.errors import ConfigError
 from services.executors.base import Substrate
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.local import LocalSubstrate, executor_environment
-from services.executors.pod_manifest import JobSettings
+from services.executors.pod_manifest import DEFAULT_SECRET_ENV, JobSettings
 from services.settings import ExecutorKind, StudioSettings
 
 # Where a pod finds the namespace it runs in (mounted with its service-account token).
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# The worker's non-secret settings that ``studio execute`` needs as well: handed on as plain
+# values in the Job (secrets travel only by secretKeyRef).
+FORWARDED_SETTINGS = ("env", "log_level", "github_api_url", "github_git_origins",
+                      "repo_allowed_hosts", "git_author_name", "git_author_email")
+GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
 
 
-def job_settings(settings: StudioSettings) -> JobSettings:
-    """The executor Job's knobs, from ``STUDIO_KUBE_*``."""
+def forwarded_environment(settings: StudioSettings) -> dict[str, str]:
+    plain: dict[str, str] = {}
+    for name in FORWARDED_SETTINGS:
+        value = getattr(settings, name)
+        text = ",".join(value) if isinstance(value, list) else str(value)
+        if text:
+            plain[f"STUDIO_{name.upper()}"] = text
+    return plain
+
+
+def job_settings(settings: StudioSettings, *, github_token: bool = True) -> JobSettings:
+    """The executor Job's knobs, from ``STUDIO_KUBE_*``.
+
+    ``github_token=False`` leaves ``STUDIO_GITHUB_TOKEN`` out of the pod: an execution whose
+    repository is not on one of the GitHub integration's git origins never gets the token.
+    """
+    secret_env = tuple(secret for secret in DEFAULT_SECRET_ENV
+                       if github_token or secret.name != GITHUB_TOKEN_VARIABLE)
     return JobSettings(
+        secret_env=secret_env,
+        extra_env=forwarded_environment(settings),
         service_account_name=settings.kube_service_account,
         secret_name=settings.kube_secret_name,
         sandbox_mode=settings.kube_sandbox.value,
@@ -85,19 +108,22 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def kubernetes_substrate(settings: StudioSettings) -> KubernetesSubstrate:
+def kubernetes_substrate(settings: StudioSettings, *,
+                         github_token: bool = True) -> KubernetesSubstrate:
     api = kube_api_client(settings)
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
         settings.kube_image or "",
-        job_settings(settings),
+        job_settings(settings, github_token=github_token),
         core_api=client.CoreV1Api(api),
     )
 
 
-def build_substrate(settings: StudioSettings, environment: Mapping[str, str]) -> Substrate:
-    """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits)."""
+def build_substrate(settings: StudioSettings, environment: Mapping[str, str], *,
+                    github_token: bool = True) -> Substrate:
+    """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits;
+    ``github_token``: whether a Kubernetes pod gets the GitHub token)."""
     if settings.executor is ExecutorKind.KUBERNETES:
-        return kubernetes_substrate(settings)
+        return kubernetes_substrate(settings, github_token=github_token)
     return LocalSubstrate(env=executor_environment(environment))

@@ -22,10 +22,12 @@ from __future__ import annotations
 import logging
 
 from services.db.control import DbRunControl
+from services.db.executions import ExecutionRepository
+from services.db.integrations import IntegrationRepository
 from services.db.session import open_database
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
-from services.settings import get_settings, process_environment
+from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,10 @@ def run_child(execution_id: str) -> SubstrateStatus:
     If waiting is interrupted (worker shutdown, a time limit), a local child is cancelled first;
     a Kubernetes Job runs on (its pod holds the lease; a redelivery adopts it).
     """
-    substrate = build_substrate(get_settings(), process_environment())
+    settings = get_settings()
+    github_token = (settings.executor is ExecutorKind.LOCAL
+                    or _on_integration_origin(settings, execution_id))
+    substrate = build_substrate(settings, process_environment(), github_token=github_token)
     handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
         return _supervise_job(substrate, handle)
@@ -52,6 +57,19 @@ def run_child(execution_id: str) -> SubstrateStatus:
             log.warning("worker: stopping the child of execution %s", execution_id)
             substrate.cancel(handle)
     return status
+
+
+def _on_integration_origin(settings: StudioSettings, execution_id: str) -> bool:
+    """Whether the execution's repository is on one of the GitHub integration's git origins:
+    only then does its pod get the token (the local child filters per git operation instead)."""
+    db = open_database(settings)
+    try:
+        row = ExecutionRepository(db).get(execution_id)
+        repo_url = row.repo_url if row is not None else None
+        return bool(repo_url) and IntegrationRepository(db, settings).git_origins().allows(
+            repo_url or "")
+    finally:
+        db.dispose()
 
 
 def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
