@@ -75,10 +75,14 @@ def _on_integration_origin(settings: StudioSettings, execution_id: str) -> bool:
 def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
     db = open_database(get_settings())
     control = DbRunControl(db, handle.execution_id)
+    # A Job launched for an execution already told to stop is left to run: its ``studio
+    # execute`` sees the request before its first call and records the outcome (deleting it
+    # again would only start the same round once more after the lease expired).
+    watch_for_stop = control.check() is None
     try:
         status = SubstrateStatus.PENDING
         while not status.finished and status is not SubstrateStatus.UNKNOWN:
-            stop = control.check()
+            stop = control.check() if watch_for_stop else None
             if stop is not None:
                 log.info("worker: %s: deleting job %s of execution %s", stop.value, handle.ref,
                          handle.execution_id)
