@@ -63,7 +63,7 @@ class _State:
     # (resourceVersion, namespace, event type, object snapshot)
     events: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     version: int = 100
-    failures: list[tuple[Callable[[Recorded], bool], int]] = field(default_factory=list)
+    failures: list[tuple[Callable[[Recorded], bool], int, str]] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     closing: bool = False
     pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
@@ -124,14 +124,16 @@ class KubeApiServer:
         method: str | None = None,
         times: int = 1,
         when: Callable[[Recorded], bool] | None = None,
+        message: str = "injected failure",
     ) -> None:
-        """The next ``times`` requests (of ``method``, and matching ``when``) answer ``status``."""
+        """The next ``times`` requests (of ``method``, and matching ``when``) answer ``status``
+        with ``message`` in the ``Status`` body."""
 
         def matches(request: Recorded) -> bool:
             return (method is None or request.method == method) and (when is None or when(request))
 
         with self.changed:
-            self.state.failures.extend([(matches, status)] * times)
+            self.state.failures.extend([(matches, status, message)] * times)
 
     def set_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
         """Replace the Job's status, as the Job controller would (a MODIFIED event); a Job
@@ -193,11 +195,11 @@ class KubeApiServer:
         self.state.events.append((self.state.version, namespace, kind, copy.deepcopy(job)))
         self.changed.notify_all()
 
-    def _take_failure(self, request: Recorded) -> int | None:
-        for index, (matches, status) in enumerate(self.state.failures):
+    def _take_failure(self, request: Recorded) -> tuple[int, str] | None:
+        for index, (matches, status, message) in enumerate(self.state.failures):
             if matches(request):
                 del self.state.failures[index]
-                return status
+                return status, message
         return None
 
 
@@ -250,8 +252,9 @@ class _Handler(BaseHTTPRequestHandler):
         route = _JOBS.match(parts.path)
         core = _CORE.match(parts.path)
         if failure is not None:
-            reason = "Expired" if failure == 410 else "InternalError"
-            self._send(failure, _status(failure, reason, "injected failure"))
+            code, message = failure
+            reason = {410: "Expired", 403: "Forbidden"}.get(code, "InternalError")
+            self._send(code, _status(code, reason, message))
         elif core is not None:
             self._core(method, core["ns"], core["kind"], query, body)
         elif route is None:

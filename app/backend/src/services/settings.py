@@ -95,8 +95,9 @@ class StudioSettings(BaseSettings):
     kube_cpu_limit: str = "2"
     kube_memory_request: str = "1Gi"
     kube_memory_limit: str = "4Gi"
-    kube_node_selector: dict[str, str] = Field(default_factory=dict)  # JSON object
-    kube_tolerations: list[dict[str, Any]] = Field(default_factory=list)  # JSON list
+    # JSON object and JSON list (decoded by _json below, so that bad JSON is a clear error).
+    kube_node_selector: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    kube_tolerations: Annotated[list[dict[str, Any]], NoDecode] = Field(default_factory=list)
     kube_active_deadline_seconds: int = Field(default=3600, ge=60)
     kube_ttl_seconds_after_finished: int = Field(default=3600, ge=0)
     kube_sandbox: SandboxMode = SandboxMode.REQUIRED  # STUDIO_SANDBOX inside the executor pod
