@@ -100,6 +100,16 @@ volumes:
     emptyDir: {sizeLimit: 512Mi}
 {{- end -}}
 
+{{/* Workers with executor.kind=local run `studio execute` in the pod: a workspace volume. */}}
+{{- define "studio.workspaceMount" -}}
+- {name: workspace, mountPath: /workspace}
+{{- end -}}
+
+{{- define "studio.workspaceVolume" -}}
+- name: workspace
+  emptyDir: {sizeLimit: 8Gi}
+{{- end -}}
+
 {{- define "studio.scheduling" -}}
 {{- with .Values.nodeSelector }}
 nodeSelector:

@@ -253,3 +253,16 @@ def test_the_docs_values_table_is_the_schemas() -> None:
     for key in ("worker.concurrency", "executor.existingSecret",
                 "serviceAccounts.worker.annotations"):
         assert f"``{key}``" in page
+
+
+@pytest.mark.parametrize("version", KUBERNETES_VERSIONS)
+def test_the_local_executor_needs_no_kubernetes_access(version: str) -> None:
+    objects = render({"executor": {"kind": "local"}})
+    for obj in objects:
+        kubernetes_validate.validate(obj, version, strict=True)
+    assert not [o for o in objects if o["kind"] in ("Role", "RoleBinding")]
+    worker = one(objects, "Deployment", "-worker")["spec"]["template"]["spec"]
+    assert worker["automountServiceAccountToken"] is False
+    mounts = {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
+    assert "/workspace" in mounts  # studio execute runs in the worker pod
+    assert one(objects, "ConfigMap")["data"]["STUDIO_EXECUTOR"] == "local"
