@@ -80,6 +80,8 @@ class KubernetesSubstrate:
     ) -> None:
         self._api = batch_api
         self._core = core_api
+        # Job name -> (status, resourceVersion) where the last wait stopped watching.
+        self._resume: dict[str, tuple[SubstrateStatus, str | None]] = {}
         self._namespace = namespace
         self._image = image
         self._settings = job_settings or JobSettings()
@@ -145,7 +147,10 @@ class KubernetesSubstrate:
 
     def wait(self, handle: Handle, timeout: float) -> SubstrateStatus:
         deadline = time.monotonic() + max(timeout, 0.0)
-        status, version = self._list(handle)
+        # A supervisor waits in slices: the next slice watches on from where this one stopped
+        # instead of listing again.
+        resumed = self._resume.pop(handle.ref, None)
+        status, version = resumed if resumed is not None else self._list(handle)
         while not status.finished and status is not SubstrateStatus.UNKNOWN:
             remaining = math.ceil(deadline - time.monotonic())
             if remaining <= 0:
@@ -161,9 +166,12 @@ class KubernetesSubstrate:
                 status, version = self._list(handle)  # our resourceVersion expired
             except urllib3.exceptions.HTTPError as exc:
                 raise _unreachable(exc, "watch", handle.ref) from exc
+        if version and not status.finished and status is not SubstrateStatus.UNKNOWN:
+            self._resume[handle.ref] = (status, version)
         return status
 
     def cancel(self, handle: Handle) -> None:
+        self._resume.pop(handle.ref, None)
         try:
             # 37.x returns the API server's answer as a plain dict; nothing in it is needed.
             self._api.delete_namespaced_job(
