@@ -188,8 +188,6 @@ def test_the_worker_builds_the_job_the_chart_expects(rendered: list[dict[str, An
     assert spec.get("imagePullSecrets", []) == workers.get("imagePullSecrets", [])
     secrets = {v["valueFrom"]["secretKeyRef"]["name"] for v in container["env"] if "valueFrom" in v}
     assert secrets == {data["STUDIO_KUBE_SECRET_NAME"]}
-    assert data["STUDIO_KUBE_SECRET_NAME"] in notes(None) or secrets == {
-        "studio-prod-executor-secrets"}
     # the NetworkPolicy selects the executor pods
     policy = one(rendered, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
     labels = job_labels("0123456789abcdef")
@@ -266,3 +264,12 @@ def test_the_local_executor_needs_no_kubernetes_access(version: str) -> None:
     mounts = {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
     assert "/workspace" in mounts  # studio execute runs in the worker pod
     assert one(objects, "ConfigMap")["data"]["STUDIO_EXECUTOR"] == "local"
+
+
+def test_the_notes_name_the_secrets_and_the_way_in() -> None:
+    default = notes(None)
+    assert "studio-secrets" in default and "studio-executor-secrets" in default
+    assert "port-forward svc/studio-api" in default
+    production = notes(load_values(PRODUCTION_VALUES))
+    assert "https://studio.example.com/" in production
+    assert "studio-prod-executor-secrets" in production
