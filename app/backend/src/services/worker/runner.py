@@ -14,7 +14,8 @@ import logging
 import signal
 
 from services.execution.errors import ConfigError
-from services.settings import StudioSettings
+from services.executors.selection import kube_api_client
+from services.settings import ExecutorKind, StudioSettings
 from services.worker.celery_app import broker_url, build_celery, node_name
 from services.worker.dispatch import Dispatcher
 from services.worker.reaper_loop import ReaperLoop
@@ -28,6 +29,8 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     if broker_url(settings) is None:
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
+    if settings.executor is ExecutorKind.KUBERNETES:
+        kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
     loop = ReaperLoop(settings, Dispatcher(settings, app=app)) if reaper else None
     if loop is not None:
