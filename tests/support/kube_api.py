@@ -14,8 +14,16 @@ what :mod:`services.executors.kubernetes` calls, with the API server's wire beha
   ``DELETED``): from the given ``resourceVersion`` on, or synthetic ``ADDED`` events for the
   current objects without one, until ``timeoutSeconds``.
 
+And for the kubelet (:mod:`tests.support.kubelet`), which turns this double into a small cluster:
+
+* ``GET /api/v1/namespaces/{ns}/pods?labelSelector=...``: a ``PodList`` of the pods the kubelet
+  reported (:meth:`KubeApiServer.put_pod`);
+* ``POST /api/v1/namespaces/{ns}/secrets``: stores a Secret (``data`` base64, or
+  ``stringData``), which the kubelet resolves ``secretKeyRef`` from.
+
 Test hooks: :meth:`KubeApiServer.set_status` and the ``mark_*`` helpers play the Job controller;
-:meth:`KubeApiServer.fail_next` makes the next matching requests answer an error status.
+:meth:`KubeApiServer.fail_next` makes the next matching requests answer an error status;
+:attr:`KubeApiServer.job_listeners` are told of every Job created or deleted (the kubelet).
 """
 
 from __future__ import annotations
@@ -35,7 +43,10 @@ from urllib.parse import parse_qs, urlsplit
 _JOBS = re.compile(
     r"^/apis/batch/v1/namespaces/(?P<ns>[^/]+)/jobs(?:/(?P<name>[^/]+))?(?P<status>/status)?$"
 )
+_CORE = re.compile(r"^/api/v1/namespaces/(?P<ns>[^/]+)/(?P<kind>pods|secrets)$")
 _TIMESTAMP = "2026-01-01T00:00:00Z"
+# (event, namespace, job): event is "ADDED" or "DELETED"; called outside the lock.
+JobListener = Callable[[str, str, dict[str, Any]], None]
 
 
 @dataclass
@@ -52,9 +63,11 @@ class _State:
     # (resourceVersion, namespace, event type, object snapshot)
     events: list[tuple[int, str, str, dict[str, Any]]] = field(default_factory=list)
     version: int = 100
-    failures: list[tuple[Callable[[Recorded], bool], int]] = field(default_factory=list)
+    failures: list[tuple[Callable[[Recorded], bool], int, str]] = field(default_factory=list)
     requests: list[Recorded] = field(default_factory=list)
     closing: bool = False
+    pods: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+    secrets: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
 
 class KubeApiServer:
@@ -63,6 +76,7 @@ class KubeApiServer:
     def __init__(self) -> None:
         self.state = _State()
         self.changed = threading.Condition()
+        self.job_listeners: list[JobListener] = []
         handler = type("KubeApiHandler", (_Handler,), {"api": self})
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self._server.daemon_threads = True
@@ -110,21 +124,48 @@ class KubeApiServer:
         method: str | None = None,
         times: int = 1,
         when: Callable[[Recorded], bool] | None = None,
+        message: str = "injected failure",
     ) -> None:
-        """The next ``times`` requests (of ``method``, and matching ``when``) answer ``status``."""
+        """The next ``times`` requests (of ``method``, and matching ``when``) answer ``status``
+        with ``message`` in the ``Status`` body."""
 
         def matches(request: Recorded) -> bool:
             return (method is None or request.method == method) and (when is None or when(request))
 
         with self.changed:
-            self.state.failures.extend([(matches, status)] * times)
+            self.state.failures.extend([(matches, status, message)] * times)
 
     def set_status(self, namespace: str, name: str, status: dict[str, Any]) -> None:
-        """Replace the Job's status, as the Job controller would (a MODIFIED event)."""
+        """Replace the Job's status, as the Job controller would (a MODIFIED event); a Job
+        that is gone already is left alone."""
         with self.changed:
-            job = self.state.jobs[(namespace, name)]
+            job = self.state.jobs.get((namespace, name))
+            if job is None:
+                return
             job["status"] = copy.deepcopy(status)
             self._record(namespace, "MODIFIED", job)
+
+    def put_secret(self, namespace: str, secret: dict[str, Any]) -> None:
+        with self.changed:
+            self.state.secrets[(namespace, secret["metadata"]["name"])] = copy.deepcopy(secret)
+
+    def secret(self, namespace: str, name: str) -> dict[str, Any] | None:
+        with self.changed:
+            found = self.state.secrets.get((namespace, name))
+            return copy.deepcopy(found) if found else None
+
+    def put_pod(self, namespace: str, pod: dict[str, Any] | None, name: str) -> None:
+        """Store (or, with ``None``, remove) a pod as the kubelet reports it."""
+        with self.changed:
+            if pod is None:
+                self.state.pods.pop((namespace, name), None)
+            else:
+                self.state.pods[(namespace, name)] = copy.deepcopy(pod)
+            self.changed.notify_all()
+
+    def _tell(self, event: str, namespace: str, job: dict[str, Any]) -> None:
+        for listener in list(self.job_listeners):
+            listener(event, namespace, copy.deepcopy(job))
 
     def mark_running(self, namespace: str, name: str) -> None:
         self.set_status(
@@ -154,11 +195,11 @@ class KubeApiServer:
         self.state.events.append((self.state.version, namespace, kind, copy.deepcopy(job)))
         self.changed.notify_all()
 
-    def _take_failure(self, request: Recorded) -> int | None:
-        for index, (matches, status) in enumerate(self.state.failures):
+    def _take_failure(self, request: Recorded) -> tuple[int, str] | None:
+        for index, (matches, status, message) in enumerate(self.state.failures):
             if matches(request):
                 del self.state.failures[index]
-                return status
+                return status, message
         return None
 
 
@@ -209,9 +250,13 @@ class _Handler(BaseHTTPRequestHandler):
             api.state.requests.append(request)
             failure = api._take_failure(request)
         route = _JOBS.match(parts.path)
+        core = _CORE.match(parts.path)
         if failure is not None:
-            reason = "Expired" if failure == 410 else "InternalError"
-            self._send(failure, _status(failure, reason, "injected failure"))
+            code, message = failure
+            reason = {410: "Expired", 403: "Forbidden"}.get(code, "InternalError")
+            self._send(code, _status(code, reason, message))
+        elif core is not None:
+            self._core(method, core["ns"], core["kind"], query, body)
         elif route is None:
             self._send(404, _status(404, "NotFound", f"no route {parts.path}"))
         elif route["name"] is None and method == "POST":
@@ -244,6 +289,24 @@ class _Handler(BaseHTTPRequestHandler):
             self.api._record(namespace, "ADDED", job)
             answer = copy.deepcopy(job)
         self._send(201, answer)
+        self.api._tell("ADDED", namespace, answer)
+
+    def _core(self, method: str, namespace: str, kind: str, query: dict[str, str],
+              body: dict[str, Any] | None) -> None:
+        api = self.api
+        if kind == "secrets" and method == "POST" and body:
+            api.put_secret(namespace, body)
+            self._send(201, body)
+        elif kind == "pods" and method == "GET" and query.get("watch") != "true":
+            selector = query.get("labelSelector", "")
+            with api.changed:
+                items = [copy.deepcopy(pod) for (ns, _), pod in api.state.pods.items()
+                         if ns == namespace and _matches(pod, selector)]
+                version = str(api.state.version)
+            self._send(200, {"apiVersion": "v1", "kind": "PodList",
+                             "metadata": {"resourceVersion": version}, "items": items})
+        else:
+            self._send(405, _status(405, "MethodNotAllowed", f"{method} {kind}"))
 
     def _one(self, method: str, namespace: str, name: str) -> None:
         with self.api.changed:
@@ -252,13 +315,16 @@ class _Handler(BaseHTTPRequestHandler):
                 self._send(404, _status(404, "NotFound", f'jobs.batch "{name}" not found'))
                 return
             answer: dict[str, Any] = copy.deepcopy(job)
-            if method == "DELETE":
+            deleted = method == "DELETE"
+            if deleted:
                 del self.api.state.jobs[(namespace, name)]
                 self.api._record(namespace, "DELETED", job)
                 details = {"name": name, "group": "batch", "kind": "jobs",
                            "uid": job["metadata"]["uid"]}
                 answer = {"kind": "Status", "apiVersion": "v1", "metadata": {},
                           "status": "Success", "details": details}
+        if deleted:  # the garbage collector's part: the pod goes (before the answer: foreground)
+            self.api._tell("DELETED", namespace, job)
         self._send(200, answer)
 
     def _list(self, namespace: str, selector: str) -> None:

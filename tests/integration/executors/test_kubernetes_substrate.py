@@ -158,7 +158,7 @@ def test_cancel_deletes_the_job_and_ends_a_wait(
     assert kube_api.job(NAMESPACE, handle.ref) is None
     (delete,) = kube_api.requests("DELETE")
     assert delete.path.endswith(f"/jobs/{handle.ref}")
-    assert delete.query["propagationPolicy"] == "Background"
+    assert delete.query["propagationPolicy"] == "Foreground"
     assert outcome == [SubstrateStatus.UNKNOWN]  # the watch saw it DELETED
     assert substrate.status(handle) is SubstrateStatus.UNKNOWN
     substrate.cancel(handle)  # cancelling again is a no-op (404 ignored)
@@ -216,3 +216,19 @@ def test_an_execution_id_unfit_for_kubernetes_is_refused(substrate: KubernetesSu
     with pytest.raises(SubstrateError) as caught:
         substrate.launch("not a label value")
     assert caught.value.details["reason"] == "invalid"
+
+
+def test_waiting_in_slices_lists_once_and_watches_on(
+    substrate: KubernetesSubstrate, kube_api: KubeApiServer
+) -> None:
+    handle = substrate.launch(EXECUTION_ID)
+    kube_api.mark_running(NAMESPACE, handle.ref)
+    assert substrate.wait(handle, timeout=1) is SubstrateStatus.RUNNING
+    assert substrate.wait(handle, timeout=1) is SubstrateStatus.RUNNING
+    lists = [r for r in kube_api.requests("GET")
+             if r.path.endswith("/jobs") and r.query.get("watch") != "true"]
+    assert len(lists) == 1  # the second slice watched on from the first one's resourceVersion
+    assert len(watches(kube_api)) == 2
+    assert watches(kube_api)[1].query["resourceVersion"] != ""
+    kube_api.mark_succeeded(NAMESPACE, handle.ref)
+    assert substrate.wait(handle, timeout=5) is SubstrateStatus.SUCCEEDED

@@ -6,14 +6,15 @@ that operators change while the system runs (kill switch, cutover, limits) live 
 
 from __future__ import annotations
 
+import json
 import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 
@@ -23,6 +24,13 @@ class SandboxMode(StrEnum):
     BWRAP = "bwrap"
     LANDLOCK = "landlock"
     NONE = "none"
+
+
+class ExecutorKind(StrEnum):
+    """Where the worker runs ``studio execute``: a local subprocess or a Kubernetes Job."""
+
+    LOCAL = "local"
+    KUBERNETES = "kubernetes"
 
 
 class StudioSettings(BaseSettings):
@@ -71,11 +79,58 @@ class StudioSettings(BaseSettings):
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
 
-    @field_validator("cors_origins", "github_git_origins", "repo_allowed_hosts", mode="before")
+    # The node executor (services.executors.selection); the kube_* settings below apply to
+    # ``kubernetes`` only (the Helm chart's ``executor.*`` values hand them over).
+    executor: ExecutorKind = ExecutorKind.LOCAL
+    kube_namespace: str | None = None  # none: the worker pod's own namespace, else "default"
+    # Required with STUDIO_EXECUTOR=kubernetes.
+    kube_image: str | None = Field(default=None, validate_default=True)
+    kube_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
+    kube_image_pull_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    kube_service_account: str = "studio-executor"
+    # The Secret the executor pod reads its credentials from (database URL, secret key, GitHub
+    # token, provider keys), by secretKeyRef: its values never pass through the worker.
+    kube_secret_name: str = "studio-executor-secrets"
+    kube_cpu_request: str = "500m"
+    kube_cpu_limit: str = "2"
+    kube_memory_request: str = "1Gi"
+    kube_memory_limit: str = "4Gi"
+    # JSON object and JSON list (decoded by _json below, so that bad JSON is a clear error).
+    kube_node_selector: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
+    kube_tolerations: Annotated[list[dict[str, Any]], NoDecode] = Field(default_factory=list)
+    kube_active_deadline_seconds: int = Field(default=3600, ge=60)
+    kube_ttl_seconds_after_finished: int = Field(default=3600, ge=0)
+    kube_sandbox: SandboxMode = SandboxMode.REQUIRED  # STUDIO_SANDBOX inside the executor pod
+    # A kubeconfig file; none: in-cluster config in a pod, else the client's default kubeconfig.
+    kubeconfig: Path | None = None
+
+    @field_validator("cors_origins", "github_git_origins", "repo_allowed_hosts",
+                     "kube_image_pull_secrets", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):
             return [item.strip() for item in value.split(",") if item.strip()]
+        return value
+
+    @field_validator("kube_node_selector", "kube_tolerations", mode="before")
+    @classmethod
+    def _json(cls, value: object, info: ValidationInfo) -> object:
+        if isinstance(value, str):
+            if not value.strip():
+                return {} if info.field_name == "kube_node_selector" else []
+            try:
+                return json.loads(value)
+            except ValueError as exc:
+                raise ValueError(f"not JSON: {exc}") from exc
+        return value
+
+    @field_validator("kube_image")
+    @classmethod
+    def _kubernetes_needs_an_image(cls, value: str | None, info: ValidationInfo) -> str | None:
+        # A field validator, not a model one: a model error would echo every input (secrets).
+        if info.data.get("executor") is ExecutorKind.KUBERNETES and not (value or "").strip():
+            raise ValueError("STUDIO_EXECUTOR=kubernetes needs STUDIO_KUBE_IMAGE (the executor "
+                             "image the Job runs)")
         return value
 
 

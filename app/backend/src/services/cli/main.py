@@ -20,7 +20,7 @@ from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
 from services.cli.tokens import app as tokens_app
-from services.cli.worker import worker_command
+from services.cli.worker import reaper_command, worker_command
 from services.logs import configure_logging
 from services.settings import get_settings
 
@@ -45,6 +45,7 @@ app.command("providers")(providers_command)
 app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")
 app.command("worker")(worker_command)
+app.command("reaper")(reaper_command)
 
 
 def main(argv: list[str] | None = None) -> None:

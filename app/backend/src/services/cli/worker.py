@@ -24,3 +24,19 @@ def worker_command(
     except ConfigError as exc:
         typer.echo(f"studio worker: {exc.message}", err=True)
         raise typer.Exit(2) from exc
+
+
+def reaper_command(
+    loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+) -> None:
+    """Only the lease reaper: re-dispatch executions whose lease expired (no task consumed).
+
+    What the Helm chart's reaper Deployment runs, so that workers can run with --no-reaper.
+    """
+    from services.worker.runner import run_reaper  # imports celery: only for this command
+
+    try:
+        run_reaper(get_settings(), loglevel=loglevel)
+    except ConfigError as exc:
+        typer.echo(f"studio reaper: {exc.message}", err=True)
+        raise typer.Exit(2) from exc

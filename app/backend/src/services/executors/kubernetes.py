@@ -4,18 +4,23 @@ Submitting, watching and deleting live here; the manifest comes from the pure
 :func:`services.executors.pod_manifest.build_job`. The substrate is handed a configured
 ``BatchV1Api`` (in-cluster config in production, any ``Configuration(host=...)`` in tests).
 
-* ``launch`` creates the Job; a 409 for a Job of the *same* execution means it was launched
-  already (a redelivered task), so launching is idempotent.
-* ``status`` reads the Job's status; a Job that no longer exists (deleted, or removed by its TTL)
+* ``launch`` creates the Job; a 409 for a running Job of the *same* execution means it was
+  launched already (a redelivered task): the Job is adopted. A *finished* Job of the same
+  execution (its pod was killed; the reaper re-dispatched the execution) is deleted and the Job
+  created again, to resume from the checkpoint.
+* ``status`` reads the Job; a Job that no longer exists (deleted, or removed by its TTL)
   is ``unknown``.
 * ``wait`` lists the execution's Job, then watches it from that list's resourceVersion, so no
   transition between the two is lost.
-* ``cancel`` deletes the Job with background propagation (its pod goes with it).
+* ``cancel`` deletes the Job with foreground propagation (the Job goes once its pod has).
+* While the Job is pending, its pod is read (at most every ``PENDING_CHECK_S``) for an image that
+  cannot be pulled: that fails the wait with reason ``image_pull_failure``.
 
 API failures become :class:`~services.execution.errors.SubstrateError` (code ``substrate_error``)
 whose ``details["reason"]`` is one of ``invalid``, ``unauthorized``, ``forbidden``,
-``not_found``, ``conflict``, ``name_conflict``, ``throttled``, ``server_error``, ``api_error``,
-``unreachable``; ``throttled``, ``server_error`` and ``unreachable`` are retryable.
+``not_found``, ``conflict``, ``name_conflict``, ``quota_exceeded`` (a 403 from a ResourceQuota),
+``image_pull_failure``, ``throttled``, ``server_error``, ``api_error``, ``unreachable``;
+``throttled``, ``server_error`` and ``unreachable`` are retryable.
 """
 
 from __future__ import annotations
@@ -53,6 +58,12 @@ _REASONS = {
 }
 # Extra seconds the client waits on a watch beyond the server-side timeout before giving up.
 _WATCH_READ_SLACK_S = 10
+# While a Job is pending, how long one watch lasts before its pod is read for pull failures.
+PENDING_CHECK_S = 15
+# How long a relaunch waits for the finished Job it deleted to be gone.
+RELAUNCH_WAIT_S = 60.0
+_IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName",
+                       "ErrImageNeverPull")
 
 
 class KubernetesSubstrate:
@@ -64,8 +75,13 @@ class KubernetesSubstrate:
         namespace: str,
         image: str,
         job_settings: JobSettings | None = None,
+        *,
+        core_api: client.CoreV1Api | None = None,
     ) -> None:
         self._api = batch_api
+        self._core = core_api
+        # Job name -> (status, resourceVersion) where the last wait stopped watching.
+        self._resume: dict[str, tuple[SubstrateStatus, str | None]] = {}
         self._namespace = namespace
         self._image = image
         self._settings = job_settings or JobSettings()
@@ -87,22 +103,40 @@ class KubernetesSubstrate:
         job = self.manifest(execution_id)
         name = job_name(execution_id)
         handle = Handle(self.name, execution_id, name, self._namespace)
+        if self._create(job, name):
+            return handle
+        existing = self._check_same_execution(handle)
+        if not job_status(existing).finished:
+            log.info("kubernetes substrate: job %s exists already (adopted)", name)
+            return handle
+        log.info("kubernetes substrate: job %s finished earlier; launching it again", name)
+        self.cancel(handle)
+        deadline = time.monotonic() + RELAUNCH_WAIT_S
+        while not self._create(job, name):
+            if time.monotonic() > deadline:
+                raise SubstrateError(f"job {name} is still being deleted",
+                                     details={"reason": "conflict", "job": name}, retryable=True)
+            # A foreground deletion keeps the (finished) Job until its pod is gone.
+            time.sleep(1.0)
+        return handle
+
+    def _create(self, job: client.V1Job, name: str) -> bool:
+        """Create the Job; ``False`` when one of that name exists."""
         try:
             self._api.create_namespaced_job(self._namespace, job)
         except ApiException as exc:
             if exc.status != 409:
                 raise _api_error(exc, "create", name) from exc
-            self._check_same_execution(handle)
-            log.info("kubernetes substrate: job %s exists already (relaunch ignored)", name)
-            return handle
+            return False
         except urllib3.exceptions.HTTPError as exc:
             raise _unreachable(exc, "create", name) from exc
-        log.info("kubernetes substrate: execution %s runs as job %s", execution_id, name)
-        return handle
+        log.info("kubernetes substrate: created job %s", name)
+        return True
 
     def status(self, handle: Handle) -> SubstrateStatus:
         try:
-            job = self._api.read_namespaced_job_status(handle.ref, self._ns(handle))
+            # The Job itself, not its status subresource: one RBAC grant (get jobs) fewer.
+            job = self._api.read_namespaced_job(handle.ref, self._ns(handle))
         except ApiException as exc:
             if exc.status == 404:
                 return SubstrateStatus.UNKNOWN
@@ -113,11 +147,17 @@ class KubernetesSubstrate:
 
     def wait(self, handle: Handle, timeout: float) -> SubstrateStatus:
         deadline = time.monotonic() + max(timeout, 0.0)
-        status, version = self._list(handle)
+        # A supervisor waits in slices: the next slice watches on from where this one stopped
+        # instead of listing again.
+        resumed = self._resume.pop(handle.ref, None)
+        status, version = resumed if resumed is not None else self._list(handle)
         while not status.finished and status is not SubstrateStatus.UNKNOWN:
             remaining = math.ceil(deadline - time.monotonic())
             if remaining <= 0:
                 break
+            if status is SubstrateStatus.PENDING:
+                self._check_pod(handle)
+                remaining = min(remaining, PENDING_CHECK_S)
             try:
                 status, version = self._watch(handle, version, remaining, status)
             except ApiException as exc:
@@ -126,13 +166,16 @@ class KubernetesSubstrate:
                 status, version = self._list(handle)  # our resourceVersion expired
             except urllib3.exceptions.HTTPError as exc:
                 raise _unreachable(exc, "watch", handle.ref) from exc
+        if version and not status.finished and status is not SubstrateStatus.UNKNOWN:
+            self._resume[handle.ref] = (status, version)
         return status
 
     def cancel(self, handle: Handle) -> None:
+        self._resume.pop(handle.ref, None)
         try:
             # 37.x returns the API server's answer as a plain dict; nothing in it is needed.
             self._api.delete_namespaced_job(
-                handle.ref, self._ns(handle), propagation_policy="Background"
+                handle.ref, self._ns(handle), propagation_policy="Foreground"
             )
         except ApiException as exc:
             if exc.status == 404:
@@ -145,7 +188,7 @@ class KubernetesSubstrate:
     def _ns(self, handle: Handle) -> str:
         return handle.namespace or self._namespace
 
-    def _check_same_execution(self, handle: Handle) -> None:
+    def _check_same_execution(self, handle: Handle) -> client.V1Job:
         try:
             existing = self._api.read_namespaced_job(handle.ref, self._namespace)
         except ApiException as exc:
@@ -156,6 +199,30 @@ class KubernetesSubstrate:
                 f"job {handle.ref} exists for another execution",
                 details={"reason": "name_conflict", "job": handle.ref},
             )
+        return existing
+
+    def _check_pod(self, handle: Handle) -> None:
+        """Raise ``image_pull_failure`` when the Job's pod cannot pull its image."""
+        if self._core is None:
+            return
+        try:
+            pods = self._core.list_namespaced_pod(
+                self._ns(handle), label_selector=execution_selector(handle.execution_id)
+            )
+        except ApiException as exc:
+            raise _api_error(exc, "list pods of", handle.ref) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "list pods of", handle.ref) from exc
+        for pod in pods.items:
+            for container in (pod.status.container_statuses if pod.status else None) or []:
+                waiting = container.state.waiting if container.state else None
+                if waiting is not None and waiting.reason in _IMAGE_PULL_REASONS:
+                    raise SubstrateError(
+                        f"job {handle.ref}: image {container.image} cannot be pulled "
+                        f"({waiting.reason}: {(waiting.message or '')[:300]})",
+                        details={"reason": "image_pull_failure", "job": handle.ref,
+                                 "image": container.image},
+                    )
 
     def _list(self, handle: Handle) -> tuple[SubstrateStatus, str | None]:
         """The Job's status now, and the resourceVersion to watch from."""
@@ -233,6 +300,8 @@ def _api_error(exc: ApiException, operation: str, name: str) -> SubstrateError:
     code = int(exc.status or 0)
     reason = _REASONS.get(code, "server_error" if code >= 500 else "api_error")
     message = _status_message(exc.body) or str(exc.reason or "")
+    if code == 403 and "exceeded quota" in message:
+        reason = "quota_exceeded"  # the ResourceQuota admission answers 403 Forbidden
     return SubstrateError(
         f"kubernetes {operation} of job {name} failed: HTTP {code} {message}".strip(),
         details={"reason": reason, "status": code, "operation": operation, "job": name},

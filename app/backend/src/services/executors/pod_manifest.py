@@ -86,6 +86,9 @@ class JobSettings:
     # where bubblewrap can create its namespaces; ``None`` leaves the field out.
     host_users: bool | None = None
     priority_class_name: str | None = None
+    node_selector: Mapping[str, str] = field(default_factory=dict)
+    # Tolerations as the API spells them (``key``, ``operator``, ``value``, ``effect``, ...).
+    tolerations: tuple[Mapping[str, Any], ...] = ()
 
 
 def job_name(execution_id: str) -> str:
@@ -169,6 +172,8 @@ def _pod_spec(execution_id: str, image: str, settings: JobSettings) -> client.V1
             fs_group=settings.fs_group,
             seccomp_profile=client.V1SeccompProfile(type="RuntimeDefault"),
         ),
+        node_selector=dict(settings.node_selector) or None,
+        tolerations=[_toleration(item) for item in settings.tolerations] or None,
         containers=[_container(execution_id, image, settings)],
         volumes=[
             _empty_dir("workspace", settings.workspace_size_limit),
@@ -241,6 +246,15 @@ def _check_extra_env(settings: JobSettings) -> None:
                 f"{name} looks like a credential: give it through the executor Secret "
                 "(secret_env), never as a literal value in the Job"
             )
+
+
+def _toleration(item: Mapping[str, Any]) -> client.V1Toleration:
+    known = {"key": "key", "operator": "operator", "value": "value", "effect": "effect",
+             "tolerationSeconds": "toleration_seconds"}
+    unknown = sorted(set(item) - set(known))
+    if unknown:
+        raise ValueError(f"toleration has unknown fields: {', '.join(unknown)}")
+    return client.V1Toleration(**{known[key]: value for key, value in item.items()})
 
 
 def _empty_dir(name: str, size_limit: str) -> client.V1Volume:

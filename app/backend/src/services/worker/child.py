@@ -1,34 +1,53 @@
-"""Running one execution as a child process: ``studio execute <execution_id>``.
+"""Running one execution out of the worker's process: ``studio execute <execution_id>``.
 
-The task never runs the agent in its own process: a crash of the agent (or of an SDK under it)
-ends the child, not the worker. The child comes from
-:class:`~services.executors.local.LocalSubstrate`: its own process group, an allowlisted
-environment, and ``PR_SET_PDEATHSIG`` so that it dies with the process that started it. In a
-worker that is a prefork pool process, which itself dies with the worker's main process (Celery's
-prefork pool sets ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the worker takes
-the whole chain down, the lease stops being renewed and the reaper re-dispatches the execution.
+``STUDIO_EXECUTOR`` picks where (:func:`services.executors.selection.build_substrate`):
+
+* ``local``: a child process. The task never runs the agent in its own process: a crash of the
+  agent (or of an SDK under it) ends the child, not the worker. The child comes from
+  :class:`~services.executors.local.LocalSubstrate`: its own process group, an allowlisted
+  environment, and ``PR_SET_PDEATHSIG`` so that it dies with the process that started it. In a
+  worker that is a prefork pool process, which itself dies with the worker's main process
+  (Celery's prefork pool sets ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the
+  worker takes the whole chain down, the lease stops being renewed and the reaper re-dispatches.
+* ``kubernetes``: a Job, supervised through the watch API in slices of ``KUBE_SLICE_S``; between
+  slices the task reads the execution's cancel request and the kill switch from the database and,
+  when either is set, deletes the Job (foreground propagation: the pod goes first). The worker
+  needs Kubernetes access for that; the API does not (it only records the request). A redelivered
+  task whose Job still runs adopts it; a worker that dies leaves the Job running (its pod holds
+  the lease).
 """
 
 from __future__ import annotations
 
 import logging
 
-from services.executors.base import SubstrateStatus
-from services.executors.local import LocalSubstrate, executor_environment
-from services.settings import process_environment
+from services.db.control import DbRunControl
+from services.db.executions import ExecutionRepository
+from services.db.integrations import IntegrationRepository
+from services.db.session import open_database
+from services.executors.base import Handle, Substrate, SubstrateStatus
+from services.executors.selection import build_substrate
+from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 
 log = logging.getLogger(__name__)
 
 WAIT_SLICE_S = 30.0
+KUBE_SLICE_S = 10.0
 
 
 def run_child(execution_id: str) -> SubstrateStatus:
     """Start ``studio execute <execution_id>`` and wait for it; its final status.
 
-    If waiting is interrupted (worker shutdown, a time limit), the child is cancelled first.
+    If waiting is interrupted (worker shutdown, a time limit), a local child is cancelled first;
+    a Kubernetes Job runs on (its pod holds the lease; a redelivery adopts it).
     """
-    substrate = LocalSubstrate(env=executor_environment(process_environment()))
+    settings = get_settings()
+    github_token = (settings.executor is ExecutorKind.LOCAL
+                    or _on_integration_origin(settings, execution_id))
+    substrate = build_substrate(settings, process_environment(), github_token=github_token)
     handle = substrate.launch(execution_id)
+    if substrate.name == "kubernetes":
+        return _supervise_job(substrate, handle)
     status = SubstrateStatus.RUNNING
     try:
         while status is SubstrateStatus.RUNNING:
@@ -39,3 +58,37 @@ def run_child(execution_id: str) -> SubstrateStatus:
             substrate.cancel(handle)
     return status
 
+
+def _on_integration_origin(settings: StudioSettings, execution_id: str) -> bool:
+    """Whether the execution's repository is on one of the GitHub integration's git origins:
+    only then does its pod get the token (the local child filters per git operation instead)."""
+    db = open_database(settings)
+    try:
+        row = ExecutionRepository(db).get(execution_id)
+        repo_url = row.repo_url if row is not None else None
+        return bool(repo_url) and IntegrationRepository(db, settings).git_origins().allows(
+            repo_url or "")
+    finally:
+        db.dispose()
+
+
+def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
+    db = open_database(get_settings())
+    control = DbRunControl(db, handle.execution_id)
+    # A Job launched for an execution already told to stop is left to run: its ``studio
+    # execute`` sees the request before its first call and records the outcome (deleting it
+    # again would only start the same round once more after the lease expired).
+    watch_for_stop = control.check() is None
+    try:
+        status = SubstrateStatus.PENDING
+        while not status.finished and status is not SubstrateStatus.UNKNOWN:
+            stop = control.check() if watch_for_stop else None
+            if stop is not None:
+                log.info("worker: %s: deleting job %s of execution %s", stop.value, handle.ref,
+                         handle.execution_id)
+                substrate.cancel(handle)
+                return SubstrateStatus.FAILED
+            status = substrate.wait(handle, KUBE_SLICE_S)
+        return status
+    finally:
+        db.dispose()

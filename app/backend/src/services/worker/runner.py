@@ -11,9 +11,11 @@ leases in the database, not through each other.
 from __future__ import annotations
 
 import logging
+import signal
 
 from services.execution.errors import ConfigError
-from services.settings import StudioSettings
+from services.executors.selection import kube_api_client
+from services.settings import ExecutorKind, StudioSettings
 from services.worker.celery_app import broker_url, build_celery, node_name
 from services.worker.dispatch import Dispatcher
 from services.worker.reaper_loop import ReaperLoop
@@ -27,6 +29,8 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     if broker_url(settings) is None:
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
+    if settings.executor is ExecutorKind.KUBERNETES:
+        kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
     loop = ReaperLoop(settings, Dispatcher(settings, app=app)) if reaper else None
     if loop is not None:
@@ -41,3 +45,16 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     finally:
         if loop is not None:
             loop.stop()
+
+
+def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
+    """Run reaper passes in this thread until interrupted (SIGTERM / Ctrl-C)."""
+    if broker_url(settings) is None:
+        raise ConfigError("studio reaper needs a broker: set STUDIO_BROKER_URL")
+    logging.basicConfig(level=loglevel.upper())
+    loop = ReaperLoop(settings, Dispatcher(settings, app=build_celery(settings)))
+    signal.signal(signal.SIGTERM, lambda *_: loop.stop())
+    try:
+        loop.run()
+    except KeyboardInterrupt:
+        loop.stop()

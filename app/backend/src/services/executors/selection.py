@@ -1,0 +1,129 @@
+"""Which substrate runs ``studio execute``: ``STUDIO_EXECUTOR`` and the ``STUDIO_KUBE_*`` settings.
+
+* ``local`` (the default): :class:`~services.executors.local.LocalSubstrate`, a child process of
+  the worker's pool process with an allowlisted environment;
+* ``kubernetes``: :class:`~services.executors.kubernetes.KubernetesSubstrate`, one Job per
+  execution, built from :func:`job_settings` (the Helm chart hands every one of those settings to
+  the worker through its ConfigMap, so the Job agrees with the chart: same image, service
+  account, Secret and pull secrets).
+
+The Kubernetes client's configuration: ``STUDIO_KUBECONFIG`` when set; otherwise the in-cluster
+configuration when running in a pod (the worker's service-account token), else the client's
+default kubeconfig (``KUBECONFIG`` or ``~/.kube/config``). The namespace: ``STUDIO_KUBE_NAMESPACE``,
+else the pod's own namespace, else ``default``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from kubernetes import client, config
+from kubernetes.config.config_exception import ConfigException
+
+from services.execution.errors import ConfigError
+from services.executors.base import Substrate
+from services.executors.kubernetes import KubernetesSubstrate
+from services.executors.local import LocalSubstrate, executor_environment
+from services.executors.pod_manifest import DEFAULT_SECRET_ENV, JobSettings
+from services.settings import ExecutorKind, StudioSettings
+
+# Where a pod finds the namespace it runs in (mounted with its service-account token).
+IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+# The worker's non-secret settings that ``studio execute`` needs as well: handed on as plain
+# values in the Job (secrets travel only by secretKeyRef).
+FORWARDED_SETTINGS = ("env", "log_level", "github_api_url", "github_git_origins",
+                      "repo_allowed_hosts", "git_author_name", "git_author_email")
+GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
+
+
+def forwarded_environment(settings: StudioSettings) -> dict[str, str]:
+    plain: dict[str, str] = {}
+    for name in FORWARDED_SETTINGS:
+        value = getattr(settings, name)
+        text = ",".join(value) if isinstance(value, list) else str(value)
+        if text:
+            plain[f"STUDIO_{name.upper()}"] = text
+    return plain
+
+
+def job_settings(settings: StudioSettings, *, github_token: bool = True) -> JobSettings:
+    """The executor Job's knobs, from ``STUDIO_KUBE_*``.
+
+    ``github_token=False`` leaves ``STUDIO_GITHUB_TOKEN`` out of the pod: an execution whose
+    repository is not on one of the GitHub integration's git origins never gets the token.
+    """
+    secret_env = tuple(secret for secret in DEFAULT_SECRET_ENV
+                       if github_token or secret.name != GITHUB_TOKEN_VARIABLE)
+    return JobSettings(
+        secret_env=secret_env,
+        extra_env=forwarded_environment(settings),
+        service_account_name=settings.kube_service_account,
+        secret_name=settings.kube_secret_name,
+        sandbox_mode=settings.kube_sandbox.value,
+        active_deadline_seconds=settings.kube_active_deadline_seconds,
+        ttl_seconds_after_finished=settings.kube_ttl_seconds_after_finished,
+        cpu_request=settings.kube_cpu_request,
+        cpu_limit=settings.kube_cpu_limit,
+        memory_request=settings.kube_memory_request,
+        memory_limit=settings.kube_memory_limit,
+        image_pull_policy=settings.kube_image_pull_policy,
+        image_pull_secrets=tuple(settings.kube_image_pull_secrets),
+        node_selector=dict(settings.kube_node_selector),
+        tolerations=tuple(settings.kube_tolerations),
+    )
+
+
+def kube_namespace(settings: StudioSettings) -> str:
+    if settings.kube_namespace:
+        return settings.kube_namespace
+    try:
+        return IN_CLUSTER_NAMESPACE_FILE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+def kube_api_client(settings: StudioSettings) -> client.ApiClient:
+    """An API client: the configured kubeconfig, in-cluster, or the default kubeconfig."""
+    configuration = client.Configuration()
+    try:
+        if settings.kubeconfig is not None:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=str(settings.kubeconfig), client_configuration=configuration
+            )
+        else:
+            try:
+                config.load_incluster_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+            except ConfigException:
+                config.load_kube_config(  # type: ignore[no-untyped-call]
+                    client_configuration=configuration
+                )
+    except (ConfigException, OSError) as exc:
+        raise ConfigError(
+            f"STUDIO_EXECUTOR=kubernetes: no Kubernetes configuration ({exc}); run in a pod "
+            "with a service account, or set STUDIO_KUBECONFIG"
+        ) from exc
+    return client.ApiClient(configuration)
+
+
+def kubernetes_substrate(settings: StudioSettings, *,
+                         github_token: bool = True) -> KubernetesSubstrate:
+    api = kube_api_client(settings)
+    return KubernetesSubstrate(
+        client.BatchV1Api(api),
+        kube_namespace(settings),
+        settings.kube_image or "",
+        job_settings(settings, github_token=github_token),
+        core_api=client.CoreV1Api(api),
+    )
+
+
+def build_substrate(settings: StudioSettings, environment: Mapping[str, str], *,
+                    github_token: bool = True) -> Substrate:
+    """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits;
+    ``github_token``: whether a Kubernetes pod gets the GitHub token)."""
+    if settings.executor is ExecutorKind.KUBERNETES:
+        return kubernetes_substrate(settings, github_token=github_token)
+    return LocalSubstrate(env=executor_environment(environment))

@@ -1,0 +1,98 @@
+"""``STUDIO_EXECUTOR`` and the ``STUDIO_KUBE_*`` settings: validated at start with a message that
+names the bad value, turned into the Job's knobs, and into a client configuration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pydantic import SecretStr, ValidationError
+
+from services.execution.errors import ConfigError
+from services.executors.kubernetes import KubernetesSubstrate
+from services.executors.local import LocalSubstrate
+from services.executors.pod_manifest import build_job, job_to_dict
+from services.executors.selection import (
+    build_substrate,
+    forwarded_environment,
+    job_settings,
+    kube_api_client,
+)
+from services.settings import ExecutorKind, StudioSettings
+
+
+def _kube(**values: object) -> StudioSettings:
+    return StudioSettings(executor="kubernetes", kube_image="studio:1", **values)  # type: ignore[arg-type]
+
+
+def test_local_is_the_default() -> None:
+    settings = StudioSettings()
+    assert settings.executor is ExecutorKind.LOCAL
+    assert isinstance(build_substrate(settings, {"PATH": "/bin"}), LocalSubstrate)
+
+
+def test_json_and_list_settings_parse() -> None:
+    settings = _kube(kube_node_selector='{"pool": "executors"}',
+                     kube_tolerations='[{"key": "k", "operator": "Exists"}]',
+                     kube_image_pull_secrets="a, b")
+    assert settings.kube_node_selector == {"pool": "executors"}
+    assert settings.kube_tolerations == [{"key": "k", "operator": "Exists"}]
+    assert settings.kube_image_pull_secrets == ["a", "b"]
+    with pytest.raises(ValidationError):
+        _kube(kube_node_selector='["not", "an", "object"]')
+
+
+def test_the_job_follows_the_settings() -> None:
+    settings = _kube(kube_service_account="exec-sa", kube_secret_name="exec-secrets",
+                     kube_image_pull_secrets="regcred", kube_cpu_limit="3",
+                     kube_node_selector='{"pool": "x"}', kube_active_deadline_seconds=900,
+                     github_git_origins="https://git.example.com", log_level="INFO")
+    job = job_to_dict(build_job("0123456789abcdef", image="studio:1", namespace="ns",
+                                settings=job_settings(settings)))
+    pod = job["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    assert pod["serviceAccountName"] == "exec-sa"
+    assert pod["imagePullSecrets"] == [{"name": "regcred"}]
+    assert pod["nodeSelector"] == {"pool": "x"}
+    assert container["resources"]["limits"]["cpu"] == "3"
+    assert job["spec"]["activeDeadlineSeconds"] == 900
+    refs = {v["name"]: v["valueFrom"]["secretKeyRef"]["name"] for v in container["env"]
+            if "valueFrom" in v}
+    assert set(refs.values()) == {"exec-secrets"} and "STUDIO_GITHUB_TOKEN" in refs
+    plain = {v["name"]: v["value"] for v in container["env"] if "value" in v}
+    assert plain["STUDIO_GITHUB_GIT_ORIGINS"] == "https://git.example.com"
+    assert plain["STUDIO_LOG_LEVEL"] == "INFO"
+
+
+def test_the_token_stays_out_of_a_pod_whose_repository_is_not_the_integrations() -> None:
+    settings = _kube(github_token=SecretStr("ghs_x"))
+    names = {secret.name for secret in job_settings(settings, github_token=False).secret_env}
+    assert "STUDIO_GITHUB_TOKEN" not in names and "STUDIO_DATABASE_URL" in names
+
+
+def test_only_non_secret_settings_are_forwarded() -> None:
+    settings = _kube(github_token=SecretStr("ghs_forwarded?"), secret_key=SecretStr("k"),
+                     database_url=SecretStr("postgresql://u:p@db/x"))
+    forwarded = forwarded_environment(settings)
+    assert not [v for v in forwarded.values() if "ghs_" in v or "u:p@" in v]
+    assert "STUDIO_GITHUB_API_URL" in forwarded
+
+
+def test_a_kubeconfig_that_is_not_there_is_a_config_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        kube_api_client(_kube(kubeconfig=tmp_path / "missing"))
+    assert "STUDIO_KUBECONFIG" in caught.value.message
+
+
+def test_the_kubeconfig_is_used(tmp_path: Path) -> None:
+    config = tmp_path / "kubeconfig"
+    config.write_text(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n"
+        "    server: http://127.0.0.1:9\nusers:\n- name: u\n  user: {token: t}\n"
+        "contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n")
+    settings = _kube(kubeconfig=config, kube_namespace="team-a")
+    substrate = build_substrate(settings, {})
+    assert isinstance(substrate, KubernetesSubstrate)
+    assert kube_api_client(settings).configuration.host == "http://127.0.0.1:9"
+    handle_namespace = substrate.manifest("0123456789abcdef").metadata.namespace
+    assert handle_namespace == "team-a"
