@@ -41,6 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from services.executors.local import descendants
 from tests.support.kube_api import KubeApiServer
 
 _TIMESTAMP = "2026-01-01T00:00:00Z"
@@ -205,7 +206,7 @@ class Kubelet:
     def _kill_tree(self, pod: _Pod) -> None:
         if pod.process is None or pod.process.poll() is not None:
             return
-        for pid in [*_descendants(pod.process.pid), pod.process.pid]:
+        for pid in [*descendants(pod.process.pid), pod.process.pid]:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGKILL)
 
@@ -224,22 +225,3 @@ def _translate(value: str, mounts: Mapping[str, str]) -> str:
     return value
 
 
-def _descendants(pid: int) -> list[int]:
-    """Every process under ``pid`` (through the parent links in ``/proc``)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        parent = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(parent, []).append(int(entry.name))
-    found: list[int] = []
-    pending = [pid]
-    while pending:
-        for child in children.get(pending.pop(), []):
-            found.append(child)
-            pending.append(child)
-    return found

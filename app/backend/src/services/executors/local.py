@@ -160,7 +160,7 @@ class LocalSubstrate:
         process = self._process(handle)
         if process is None:
             return
-        descendants = _descendants(process.pid)
+        below = descendants(process.pid)
         if process.poll() is None:
             _kill_group(process.pid, signal.SIGTERM)
             try:
@@ -168,7 +168,7 @@ class LocalSubstrate:
             except subprocess.TimeoutExpired:
                 log.warning("local substrate: pid %d ignored SIGTERM, killing", process.pid)
         _kill_group(process.pid, signal.SIGKILL)
-        for pid in descendants:
+        for pid in below:
             _kill_group(pid, signal.SIGKILL, whole_group=False)
         process.wait()
 
@@ -245,11 +245,11 @@ def _kill_group(pgid: int, sig: signal.Signals, *, whole_group: bool = True) -> 
 
 def kill_descendants(root: int) -> None:
     """SIGKILL every live process below ``root`` (in whatever group or session it runs)."""
-    for pid in _descendants(root):
+    for pid in descendants(root):
         _kill_group(pid, signal.SIGKILL, whole_group=False)
 
 
-def _descendants(root: int) -> list[int]:
+def descendants(root: int) -> list[int]:
     """Every live process below ``root``, from the parent links in ``/proc/<pid>/stat``."""
     children: dict[int, list[int]] = {}
     for entry in Path("/proc").iterdir():
