@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from services.execution.mcp_bridge import McpHub, mcp_tool_name
+from services.execution.mcp.bridge import McpHub, mcp_tool_name
 from tests.support.mcp_servers import DEMO_TOOLS, running_http_server, stdio_server_params
 
 MCP_SERVERS = ("local", "remote")

@@ -25,7 +25,7 @@ from pydantic import SecretStr
 from services.db.executions import ExecutionRepository
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
-from services.execution_request import ExecutionRequest, create_execution
+from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from services.worker.dispatch import dispatch_execution
 from tests.integration.celery_fixtures import (  # noqa: F401  (redis_broker: a fixture)

@@ -27,7 +27,7 @@ from sqlalchemy import text
 
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.execution_request import ExecutionRequest, create_execution
+from services.runs.request import ExecutionRequest, create_execution
 from services.worker.dispatch import dispatch_execution
 from tests.integration.celery_fixtures import (  # noqa: F401  (redis_broker: a fixture)
     Broker,

@@ -15,8 +15,8 @@ import os
 import time
 from pathlib import Path
 
-from services.checkpoints import take_checkpoint
-from services.execution.tool_domains.git_runner import GitAuthor
+from services.execution.tool_domains.git.runner import GitAuthor
+from services.runs.checkpoints import take_checkpoint
 from tests.integration.workspace_fixtures import plain_git
 
 AUTHOR = GitAuthor("Checkpoint Test", "checkpoint@studio.invalid")

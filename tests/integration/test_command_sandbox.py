@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from services.execution.sandbox import NoSandbox
+from services.execution.sandbox.selection import NoSandbox
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.unit.execution.command_helpers import (
     command_context,
@@ -191,8 +191,8 @@ def test_timeout_kills_the_whole_tree(bwrap_ctx: ToolDomainContext, detach: str)
 RSS_PROBE = """
 import json, resource, sys
 from pathlib import Path
-from services.execution.sandbox import select_sandbox
-from services.execution.tool_domains.command import SPECS, RunArgs
+from services.execution.sandbox.selection import select_sandbox
+from services.execution.tool_domains.command.tools import SPECS, RunArgs
 from services.execution.tool_domains.context import ToolDomainContext
 ctx = ToolDomainContext(workspace_root=Path(sys.argv[1]), execution_id="e", request_id="r",
                         correlation_id="c", sandbox=select_sandbox("bwrap"))

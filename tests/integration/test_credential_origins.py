@@ -21,19 +21,19 @@ from typing import Any
 import pytest
 
 from services.db.redaction import Redactor
-from services.durable import execute_execution
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode
 from services.execution.messages import ToolCall
-from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
-from services.execution.tool_domains.git_runner import empty_home, run_git
-from services.execution_request import ExecutionRequest, create_execution
-from services.git_origins import GitOrigins, IntegrationGitAuth
-from services.repo_hosts import HostPolicy
+from services.execution.tool_domains.git import tools as git_domain
+from services.execution.tool_domains.git.runner import empty_home, run_git
+from services.repos.hosts import HostPolicy
+from services.repos.origins import GitOrigins, IntegrationGitAuth
+from services.repos.workspaces import provision_workspace
+from services.runs.durable import execute_execution
+from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
-from services.workspaces import provision_workspace
 from tests.integration.repo_env import (
     DONE,
     FAILING_PROJECT,

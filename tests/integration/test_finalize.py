@@ -8,8 +8,8 @@ from typing import Any
 
 from services.db.executions import ExecutionRepository
 from services.db.redaction import Redactor
-from services.durable import execute_execution
-from services.execution_request import ExecutionRequest, create_execution
+from services.runs.durable import execute_execution
+from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
 
 

@@ -16,10 +16,10 @@ from typing import Any
 
 import pytest
 
-from services.execution import sandbox_landlock
-from services.execution.tool_domains import workspace as workspace_domain
+from services.execution.sandbox import landlock as sandbox_landlock
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution.tool_domains.workspace import tools as workspace_domain
 from tests.unit.execution.command_helpers import (
     command_context,
     gone,

@@ -18,7 +18,7 @@ from services.execution.envelope import (
     envelope_to_json,
 )
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
-from services.execution.mcp_bridge import TOOL_NAME_PATTERN, McpHub, mcp_tool_name
+from services.execution.mcp.bridge import TOOL_NAME_PATTERN, McpHub, mcp_tool_name
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from tests.integration.mcp_fixtures import (  # noqa: F401  (fixtures)

@@ -11,7 +11,7 @@ import pytest
 
 from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.ports import PullRequestRef
-from services.pull_requests import (
+from services.repos.pull_requests import (
     GitHubPullRequests,
     InMemoryPullRequestLedger,
     KeyedPullRequestPort,

@@ -32,11 +32,11 @@ from services.execution.ports import AgentEvent, AgentEventKind
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
-from services.execution_request import ExecutionRequest, create_execution
-from services.git_credentials import TokenGitAuth
-from services.leases import Lease, LeaseGuardedGitAuth, LeaseStore, LeaseTimings
-from services.reaper import reap_expired
-from services.workspaces import provision_workspace
+from services.repos.credentials import TokenGitAuth
+from services.repos.workspaces import provision_workspace
+from services.runs.leases import Lease, LeaseGuardedGitAuth, LeaseStore, LeaseTimings
+from services.runs.reaper import reap_expired
+from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.repo_env import (
     DONE,
     STUDIO,

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from services.execution.sandbox_cgroup import cgroup_layout, sweep_stale_groups
-from services.execution.sandbox_limits import CommandLimits, MiB
+from services.execution.sandbox.cgroup import cgroup_layout, sweep_stale_groups
+from services.execution.sandbox.limits import CommandLimits, MiB
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
 from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from services.db.session import open_database
-from services.execution.sandbox import select_sandbox
+from services.execution.sandbox.selection import select_sandbox
 from services.settings import StudioSettings
 from tests.unit.execution.command_helpers import command_context, run_command
 

@@ -15,15 +15,14 @@ import pytest
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ExecutionError, StudioError, ToolFailure
 from services.execution.messages import ToolCall
-from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
-from services.git_credentials import TokenGitAuth
-from services.git_origins import IntegrationGitAuth
-from services.mirror_cache import MirrorCache
-from services.repo_urls import RepositoryUrlRejected, github_repo_from_url, validate_repo_url
-from services.settings import StudioSettings
-from services.workspaces import (
+from services.execution.tool_domains.git import tools as git_domain
+from services.repos.credentials import TokenGitAuth
+from services.repos.mirrors import MirrorCache
+from services.repos.origins import IntegrationGitAuth
+from services.repos.urls import RepositoryUrlRejected, github_repo_from_url, validate_repo_url
+from services.repos.workspaces import (
     MARKER,
     WorkspaceDiskExceeded,
     adopt_workspace,
@@ -33,6 +32,7 @@ from services.workspaces import (
     remote_branch_sha,
     slugify,
 )
+from services.settings import StudioSettings
 from tests.integration.workspace_fixtures import (
     AUTHOR,
     REPO,

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from services.git_origins import GitOrigins, IntegrationGitAuth, credential_origin
-from services.repo_hosts import HostPolicy
+from services.repos.hosts import HostPolicy
+from services.repos.origins import GitOrigins, IntegrationGitAuth, credential_origin
 from services.settings import StudioSettings
 from tests.support.git_http_server import GIT_ENV, GitHttpHost, git_http_server, seed_bare_repo
 

@@ -7,7 +7,7 @@ import subprocess
 
 import pytest
 
-from services.flowchart_templates import TemplateRenderError, render_template
+from services.flowcharts.templates import TemplateRenderError, render_template
 
 
 @pytest.mark.parametrize("source", [

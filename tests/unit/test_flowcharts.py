@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from services.flowchart_templates import TemplateRenderError, render_template, template_context
-from services.flowchart_traversal import decide, plan
-from services.flowcharts import FlowchartValidationError, NodeState, Problem, parse_graph
+from services.flowcharts.graph import FlowchartValidationError, NodeState, Problem, parse_graph
+from services.flowcharts.templates import TemplateRenderError, render_template, template_context
+from services.flowcharts.traversal import decide, plan
 
 AGENT = {"provider": "replay", "prompt": "fix it"}
 

@@ -10,8 +10,8 @@ import pytest
 
 from services.db.executions import ExecutionRepository
 from services.db.flowcharts import FlowchartRepository
-from services.flowchart_runs import FlowchartRunService
-from services.flowcharts import FlowchartValidationError, parse_graph, validate_graph
+from services.flowcharts.graph import FlowchartValidationError, parse_graph, validate_graph
+from services.flowcharts.service import FlowchartRunService
 from tests.integration.repo_env import DONE, TEST_ARGV, repo_world
 
 FIX = {"turns": [

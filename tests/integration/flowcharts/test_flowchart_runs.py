@@ -17,8 +17,8 @@ import pytest
 from services.db.executions import ExecutionRepository
 from services.db.flowcharts import FlowchartRepository
 from services.db.session import Database
-from services.flowchart_runs import FlowchartRunService
-from services.flowcharts import parse_graph
+from services.flowcharts.graph import parse_graph
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 
 WAIT_S = 120.0  # an upper bound for waits on other threads, never a performance assertion

@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from services.db.executions import ExecutionRepository
 from services.db.session import open_database
-from services.flowchart_runs import FlowchartRunService
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 from services.worker.celery_app import build_celery
 from services.worker.flowchart_tasks import TASK_RUN_FLOWCHART_NODE, flowchart_dispatch

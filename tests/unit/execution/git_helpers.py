@@ -15,9 +15,9 @@ from typing import Any
 
 from services.execution.envelope import envelope_to_json
 from services.execution.messages import ToolCall
-from services.execution.tool_domains import git as git_domain
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution.tool_domains.git import tools as git_domain
 
 AGENT_BRANCH = "agent/exec-1"
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from services.execution.errors import ConfigError
-from services.execution.sandbox import NoSandbox, UnavailableSandbox, select_sandbox
-from services.execution.tool_domains import command
-from services.execution.tool_domains.command_process import HeadTail
+from services.execution.sandbox.selection import NoSandbox, UnavailableSandbox, select_sandbox
+from services.execution.tool_domains.command import tools as command
+from services.execution.tool_domains.command.process import HeadTail
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.unit.execution.command_helpers import (
     command_context,

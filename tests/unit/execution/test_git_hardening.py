@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from services.execution.errors import ConfigError, ToolFailure
-from services.execution.tool_domains.git_redact import REDACTED, redact, secrets_from_env
-from services.execution.tool_domains.git_runner import run_git
+from services.execution.tool_domains.git.redact import REDACTED, redact, secrets_from_env
+from services.execution.tool_domains.git.runner import run_git
 from tests.support.git_http_reject import rejecting_host, silent_listener
 from tests.unit.execution.git_helpers import (
     AGENT_BRANCH,

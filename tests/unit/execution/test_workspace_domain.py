@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 
 from services.execution.errors import ErrorCode, ToolFailure
-from services.execution.tool_domains import workspace
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
-from services.execution.tool_domains.workspace_io import MAX_FILE_BYTES
+from services.execution.tool_domains.workspace import tools as workspace
+from services.execution.tool_domains.workspace.io import MAX_FILE_BYTES
 
 
 class Workspace:

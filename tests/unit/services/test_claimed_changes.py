@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from services.claimed_changes import claimed_changes
 from services.execution.messages import AgentResult
+from services.runs.claimed_changes import claimed_changes
 
 
 def _result(domain: str, operation: str, ok: bool = True) -> tuple[str, dict[str, Any]]:

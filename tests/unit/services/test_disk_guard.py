@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from services.execution.errors import ErrorCode, ToolFailure
-from services.workspaces import DiskGuard, Workspace, disk_room_check
+from services.repos.workspaces import DiskGuard, Workspace, disk_room_check
 
 
 class Flag:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from services.flowchart_workspace import (
+from services.flowcharts.workspace import (
     WorkspaceRefused,
     check_node_workspace_name,
     check_workspace_root,

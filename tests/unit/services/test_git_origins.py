@@ -9,14 +9,14 @@ import ipaddress
 import pytest
 
 from services.execution.errors import ConfigError, ErrorCode, ExecutionError
-from services.git_origins import (
+from services.repos.hosts import HostPolicy
+from services.repos.origins import (
     GitOrigins,
     IntegrationGitAuth,
     credential_origin,
     derived_origins,
     parse_origin,
 )
-from services.repo_hosts import HostPolicy
 
 TOKEN = "ghs_OriginTableToken0123456789abcdef"
 ORIGINS = GitOrigins(frozenset({"https://github.com", "http://127.0.0.1:8080",

@@ -12,10 +12,10 @@ import pytest
 from pydantic import SecretStr
 
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
-from services.git_origins import GitOrigins
-from services.repo_access import repository_access
-from services.repo_hosts import HostPolicy, RepositoryHostRefused, literal_address, resolve
-from services.repo_urls import validate_repo_url
+from services.repos.access import repository_access
+from services.repos.hosts import HostPolicy, RepositoryHostRefused, literal_address, resolve
+from services.repos.origins import GitOrigins
+from services.repos.urls import validate_repo_url
 from services.settings import StudioSettings
 
 RESOLVED = {

@@ -14,7 +14,7 @@ from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.session import Database
 from services.executors.base import SubstrateStatus
-from services.leases import LeaseStore
+from services.runs.leases import LeaseStore
 from services.settings import StudioSettings
 from services.worker.admission import Admission
 from services.worker.celery_app import TASK_EXECUTE_NODE, TASK_REAP, build_celery

@@ -12,7 +12,7 @@ from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
-from services.leases import LeaseStore
+from services.runs.leases import LeaseStore
 from services.settings import StudioSettings
 from services.worker.reaper_loop import ReaperLoop
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from services.execution.errors import ConfigError
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
 from services.execution.providers.replay import ReplayClient, load_script
-from services.execution.sandbox import UNCONFINED_WARNING, CommandLimits, select_sandbox
+from services.execution.sandbox.selection import UNCONFINED_WARNING, CommandLimits, select_sandbox
 from services.settings import StudioSettings, is_production, process_environment
 
 PROVIDERS = ("codex", "gemini", "claude", "replay")

@@ -1,7 +1,7 @@
 """Handing executions created through the API to whoever runs them.
 
-Every execution takes the durable path (:mod:`services.durable`): the API records it with
-:func:`services.execution_request.create_execution` and hands its id to
+Every execution takes the durable path (:mod:`services.runs.durable`): the API records it with
+:func:`services.runs.request.create_execution` and hands its id to
 :func:`services.worker.dispatch.dispatch_execution`. With ``STUDIO_BROKER_URL`` set that sends the
 Celery task and returns at once. With no broker configured the API process runs the execution
 itself, in the background: a bounded pool of threads, each waiting on a ``studio execute`` child

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from services.durable import ExecutionOutcome
-    from services.leases import Lease
+    from services.runs.durable import ExecutionOutcome
+    from services.runs.leases import Lease
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ def execute_command(
     from services.cli.database import open_db
     from services.cli.live import LiveConsoleSink
     from services.db.executions import UnknownExecution
-    from services.durable import execute_execution
     from services.execution.errors import ConfigError
+    from services.runs.durable import execute_execution
     from services.settings import get_settings
 
     db = open_db()

@@ -3,7 +3,7 @@
 A graph is stored as ``nodes`` (keyed by the node's id in the graph, ``Node.key``) and ``edges``
 (``Edge.key``); replacing a graph keeps the row of every node whose id survives (node executions
 point at it) and rewrites the edges. Each method is one transaction; the graph handed in must
-already be validated (:func:`services.flowcharts.parse_graph`).
+already be validated (:func:`services.flowcharts.graph.parse_graph`).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from sqlalchemy import delete, select
 from services.db.base import utcnow
 from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
 from services.db.session import Database
-from services.flowcharts import EdgeSpec, FlowchartGraph, NodeSpec
+from services.flowcharts.graph import EdgeSpec, FlowchartGraph, NodeSpec
 
 
 class UnknownFlowchart(LookupError):

@@ -17,7 +17,7 @@ outcome is the execution row and its journal, never a Celery result. The setting
     long has passed since delivery; every worker sweeps for such messages every few seconds
     (``unacked_restore_interval``). A message whose execution is still running is delivered
     again too, and ignored (a live lease). Independently, the reaper re-dispatches an execution
-    that stayed queued, never claimed, for ``queued_timeout_s`` (:mod:`services.reaper`);
+    that stayed queued, never claimed, for ``queued_timeout_s`` (:mod:`services.runs.reaper`);
 explicit task names
     ``studio.execute_node`` and ``studio.reap``, so producers and consumers agree on names that
     do not move with the module layout.

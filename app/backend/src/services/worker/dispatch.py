@@ -10,7 +10,7 @@ a worker runs. Call it after the transaction that recorded the execution has com
 Before a message is sent, the execution's ``dispatched_at`` is stamped: should the message be
 lost (taken by a worker that dies before claiming the execution, or never sent at all), the
 reaper dispatches the execution again once it has stayed queued ``queued_timeout_s`` after
-that (see :func:`services.reaper.reap_unclaimed`).
+that (see :func:`services.runs.reaper.reap_unclaimed`).
 """
 
 from __future__ import annotations
@@ -22,7 +22,7 @@ import threading
 from celery import Celery
 
 from services.db.session import Database, open_database, resolve_url
-from services.leases import LeaseStore
+from services.runs.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
 from services.worker.celery_app import TASK_EXECUTE_NODE, broker_url, build_celery

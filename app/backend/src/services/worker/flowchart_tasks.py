@@ -1,7 +1,7 @@
 """``studio.run_flowchart_node(run_id, node_id)``: one work node of a flowchart run, as a task.
 
-The task body is :meth:`services.flowchart_runs.FlowchartRunService.run_node`: it runs the node
-(an agent node through :class:`~services.executions.ExecutionService`, a command node through the
+The task body is :meth:`services.flowcharts.service.FlowchartRunService.run_node`: it runs the node
+(an agent node through :class:`~services.runs.service.ExecutionService`, a command node through the
 command domain) in the worker process, records its outcome and advances the run, which
 dispatches the next ready nodes through :func:`flowchart_dispatch`. With a broker, that sends
 one task per node to the worker queue; without one (the embedded default) the node runs right
@@ -19,8 +19,8 @@ from celery import Celery
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.db.session import open_database
-from services.flowchart_runs import FlowchartRunService, NodeDispatch
-from services.flowcharts import NODE_ID_PATTERN
+from services.flowcharts.graph import NODE_ID_PATTERN
+from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
 from services.worker.celery_app import broker_url
 from services.worker.payloads import parse

@@ -28,8 +28,8 @@ from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.providers.replay import load_script
-from services.execution_request import ExecutionRequest, create_execution
-from services.repo_urls import validate_repo_url
+from services.repos.urls import validate_repo_url
+from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)

@@ -6,7 +6,7 @@ cancel a run. A malformed graph is ``invalid_arguments`` (422) with ``details.pr
 ``{code, node_id, edge_id, message}``.
 
 The API never takes a filesystem path: a run gets a directory of its own under the deployment's
-workspace root (:mod:`services.flowchart_workspace`), and a node's ``config.workspace`` is a
+workspace root (:mod:`services.flowcharts.workspace`), and a node's ``config.workspace`` is a
 relative name inside it. A body naming ``workspace`` is refused with ``host_path_refused`` (422).
 
 Runs go through :func:`services.worker.flowchart_tasks.flowchart_dispatch`: a task per work node
@@ -31,8 +31,13 @@ from services.api.node_children import node_children
 from services.db.flowcharts import FlowchartRepository, UnknownFlowchart
 from services.db.session import Database
 from services.execution.errors import ErrorCode
-from services.flowchart_runs import FlowchartRunService, NodeDispatch
-from services.flowcharts import AgentConfig, FlowchartGraph, FlowchartValidationError, parse_graph
+from services.flowcharts.graph import (
+    AgentConfig,
+    FlowchartGraph,
+    FlowchartValidationError,
+    parse_graph,
+)
+from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
 from services.worker.flowchart_tasks import flowchart_dispatch
 
