@@ -16,9 +16,10 @@ import logging
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
-from services.db.executions import FINAL_STATUSES, ExecutionRepository
+from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.settings import StudioSettings

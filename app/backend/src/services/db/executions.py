@@ -17,9 +17,8 @@ from services.db.base import utcnow
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.settings import get_settings
-
-FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stalled"})
 
 
 class UnknownExecution(LookupError):
@@ -54,7 +53,7 @@ class ExecutionRepository:
             repo_url=redact.text(repo_url) if repo_url else None, workspace=workspace,
             base_branch=base_branch, branch=branch, limits=redact.data(limits or {}),
             settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
-            flowchart_run_id=flowchart_run_id, node_id=node_id, status="queued",
+            flowchart_run_id=flowchart_run_id, node_id=node_id, status=ExecutionStatus.QUEUED,
         )
         with self._db.session() as session:
             session.add(row)
@@ -74,7 +73,7 @@ class ExecutionRepository:
         workspace: str | None = None,
     ) -> None:
         """``running`` from now; optional facts known once the workspace is provisioned."""
-        values: dict[str, Any] = {"status": "running", "started_at": utcnow()}
+        values: dict[str, Any] = {"status": ExecutionStatus.RUNNING, "started_at": utcnow()}
         for key, value in (("base_commit", base_commit), ("branch", branch),
                            ("workspace", workspace)):
             if value is not None:

@@ -23,10 +23,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
-from services.db.executions import FINAL_STATUSES, ExecutionRepository
+from services.db.executions import ExecutionRepository
 from services.db.flowcharts import FlowchartRepository, UnknownFlowchart, run_to_json
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode, StudioError
 from services.flowcharts.graph import (
     FINISHED_STATES,

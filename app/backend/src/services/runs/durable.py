@@ -1,6 +1,6 @@
 """The durable execution path: what ``studio execute EXECUTION_ID`` runs, wherever it runs.
 
-Lifecycle of a repository execution (``node_executions.status``)::
+Lifecycle of a repository execution (:class:`~services.db.status.ExecutionStatus`)::
 
     queued -> claimed -> running -> finalizing -> succeeded | failed | cancelled | stalled
               (lease)    (workspace   (commit,
@@ -40,6 +40,7 @@ from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, open_database
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
 from services.execution.messages import AgentResult, AgentStatus
@@ -128,7 +129,7 @@ class ExecutionOutcome:
 
     @property
     def succeeded(self) -> bool:
-        return self.status == "succeeded"
+        return self.status == ExecutionStatus.SUCCEEDED
 
 
 def recorded_run(execution_id: str, provider: str, model: str,
@@ -211,8 +212,8 @@ class DurableRun:
     def _attempt(self, row: NodeExecution, request: ExecutionRequest, wiring: GithubWiring,
                  ws: Workspace) -> ExecutionOutcome:
         events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
-        self.lease.update(status="running", base_commit=ws.base_commit, branch=ws.branch,
-                          base_branch=ws.base_branch, workspace=str(ws.path),
+        self.lease.update(status=ExecutionStatus.RUNNING, base_commit=ws.base_commit,
+                          branch=ws.branch, base_branch=ws.base_branch, workspace=str(ws.path),
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
         run = recorded_run(self.id, row.provider, row.model, events)
@@ -220,7 +221,7 @@ class DurableRun:
             run = self._loop(row, request, ws, ctx, events)
         finalized = None
         if run.succeeded:
-            self.lease.update(status="finalizing")
+            self.lease.update(status=ExecutionStatus.FINALIZING)
             finalized = self._finalize_with_retries(ws, ctx, run, request)
         return self._end(run, finalized, ws.branch)
 
@@ -387,7 +388,7 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
         if epoch is None:
             row = ExecutionRepository(database).get(execution_id)
             status = row.status if row is not None else None
-            if status in ("succeeded", "failed", "cancelled", "stalled"):
+            if status in FINAL_STATUSES:
                 return ExecutionOutcome(execution_id, "already_finished", status,
                                         message=f"execution already finished ({status})")
             return ExecutionOutcome(execution_id, "already_running", status,

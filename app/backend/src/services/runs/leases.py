@@ -41,17 +41,17 @@ from sqlalchemy import or_, select, update
 from sqlalchemy.exc import SQLAlchemyError
 
 from services.db.base import utcnow
-from services.db.executions import FINAL_STATUSES, UnknownExecution
+from services.db.executions import UnknownExecution
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 
 log = logging.getLogger(__name__)
 
-ACTIVE_STATUSES = frozenset({"claimed", "running", "finalizing"})
 
 
 def new_owner() -> str:
@@ -98,7 +98,7 @@ class LeaseStore:
                        NodeExecution.lease_expires_at.is_(None),
                        NodeExecution.lease_expires_at < now))
             .values(lease_owner=owner, lease_epoch=NodeExecution.lease_epoch + 1,
-                    lease_expires_at=now + timedelta(seconds=ttl_s), status="claimed",
+                    lease_expires_at=now + timedelta(seconds=ttl_s), status=ExecutionStatus.CLAIMED,
                     updated_at=now)
             .returning(NodeExecution.lease_epoch)
         )
@@ -171,13 +171,15 @@ class LeaseStore:
         bound has passed once more."""
         now = utcnow()
         due = (select(NodeExecution.id)
-               .where(NodeExecution.status == "queued", NodeExecution.lease_epoch == 0,
+               .where(NodeExecution.status == ExecutionStatus.QUEUED,
+                      NodeExecution.lease_epoch == 0,
                       NodeExecution.dispatched_at.is_not(None),
                       NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
                .order_by(NodeExecution.dispatched_at).limit(limit))
         statement = (update(NodeExecution)
                      .where(NodeExecution.id.in_(due.scalar_subquery()),
-                            NodeExecution.status == "queued", NodeExecution.lease_epoch == 0)
+                            NodeExecution.status == ExecutionStatus.QUEUED,
+                            NodeExecution.lease_epoch == 0)
                      .values(dispatched_at=now).returning(NodeExecution.id))
         with self.db.session() as session:
             return sorted(session.scalars(statement))

@@ -31,6 +31,7 @@ from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import reap_orphans, workspace_root
@@ -84,11 +85,12 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
     log.warning("reaper: execution %s %s", execution_id, message)
     DbEventSink(db, lease_epoch=epoch).emit(AgentEvent(
         AgentEventKind.FINISHED, execution_id, 0,
-        {"execution_id": execution_id, "outcome": "error", "status": "failed",
+        {"execution_id": execution_id, "outcome": "error", "status": ExecutionStatus.FAILED.value,
          "error": {"code": ErrorCode.SUBSTRATE_ERROR.value, "message": message}}))
     store.guarded_update(execution_id, epoch, {
-        "status": "failed", "outcome": "error", "error_code": ErrorCode.SUBSTRATE_ERROR.value,
-        "error_message": message, "finished_at": utcnow(), "lease_owner": None})
+        "status": ExecutionStatus.FAILED, "outcome": "error",
+        "error_code": ErrorCode.SUBSTRATE_ERROR.value, "error_message": message,
+        "finished_at": utcnow(), "lease_owner": None})
 
 
 def reap_workspaces(db: Database, settings: StudioSettings,

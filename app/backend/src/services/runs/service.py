@@ -29,6 +29,7 @@ from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.db.status import ExecutionStatus
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.guards import AgentLimits
@@ -51,8 +52,8 @@ from services.execution.tool_domains.registry import default_registry
 from services.settings import StudioSettings, get_settings, mcp_base_environment
 
 FINAL_STATUS = {
-    Outcome.CANCELLED: "cancelled",
-    Outcome.STALLED: "stalled",
+    Outcome.CANCELLED: ExecutionStatus.CANCELLED,
+    Outcome.STALLED: ExecutionStatus.STALLED,
 }
 
 
@@ -73,11 +74,11 @@ class RunRequest:
     repo_url: str | None = None
 
 
-def final_status(result: RunResult) -> str:
+def final_status(result: RunResult) -> ExecutionStatus:
     """The execution status a run ends in."""
     if result.outcome in FINAL_STATUS:
         return FINAL_STATUS[result.outcome]
-    return "succeeded" if result.succeeded else "failed"
+    return ExecutionStatus.SUCCEEDED if result.succeeded else ExecutionStatus.FAILED
 
 
 def agent_limits(values: dict[str, Any]) -> AgentLimits:

@@ -24,9 +24,10 @@ from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.routers.executions import ExecutionId
-from services.db.executions import FINAL_STATUSES, ExecutionRepository
+from services.db.executions import ExecutionRepository
 from services.db.models import ExecutionEvent
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEventKind
 
