@@ -3,25 +3,58 @@
 A graph is stored as ``nodes`` (keyed by the node's id in the graph, ``Node.key``) and ``edges``
 (``Edge.key``); replacing a graph keeps the row of every node whose id survives (node executions
 point at it) and rewrites the edges. Each method is one transaction; the graph handed in must
-already be validated (:func:`services.flowcharts.graph.parse_graph`).
+already be validated (:func:`services.flowcharts.graph.parse_graph`). This module knows a graph
+only by its shape (:class:`GraphShape`) and answers it in its JSON form; the flowchart area turns
+that into its model, so persistence never imports the area above it.
 """
 
 from __future__ import annotations
 
 import builtins
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import delete, select
 
 from services.db.base import utcnow
 from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
 from services.db.session import Database
-from services.flowcharts.graph import EdgeSpec, FlowchartGraph, NodeSpec
 
 
 class UnknownFlowchart(LookupError):
     """No flowchart (or run) has this id."""
+
+
+class NodeShape(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def config(self) -> dict[str, Any]: ...
+
+
+class EdgeShape(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def source(self) -> str: ...
+    @property
+    def target(self) -> str: ...
+    @property
+    def condition(self) -> str | None: ...
+
+
+class GraphShape(Protocol):
+    """What is stored of a graph (``services.flowcharts.graph.FlowchartGraph`` has it)."""
+
+    @property
+    def nodes(self) -> Sequence[NodeShape]: ...
+    @property
+    def edges(self) -> Sequence[EdgeShape]: ...
 
 
 @dataclass(frozen=True)
@@ -29,27 +62,29 @@ class StoredFlowchart:
     id: str
     name: str
     description: str
-    graph: FlowchartGraph
+    graph: dict[str, Any]  # {"nodes": [...], "edges": [...]}, the JSON form of the graph model
     created_at: str
     updated_at: str
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "description": self.description,
-                "graph": self.graph.model_dump(mode="json", by_alias=True),
+                "graph": self.graph,
                 "created_at": self.created_at, "updated_at": self.updated_at}
 
 
-def _graph_of(session: Any, flowchart_id: str) -> FlowchartGraph:
+def _graph_of(session: Any, flowchart_id: str) -> dict[str, Any]:
     nodes = builtins.list(session.scalars(
         select(Node).where(Node.flowchart_id == flowchart_id).order_by(Node.key)))
     keys = {n.id: n.key for n in nodes}
     edges = session.scalars(select(Edge).where(Edge.flowchart_id == flowchart_id)
                             .order_by(Edge.key))
-    return FlowchartGraph(
-        nodes=[NodeSpec(id=n.key, type=n.type, name=n.name, config=n.config) for n in nodes],
-        edges=[EdgeSpec(id=e.key, source=keys[e.source_node_id], target=keys[e.target_node_id],
-                        condition=e.condition_key) for e in edges],
-    )
+    return {
+        "nodes": [{"id": n.key, "type": n.type, "name": n.name, "config": n.config}
+                  for n in nodes],
+        "edges": [{"id": e.key, "source": keys[e.source_node_id],
+                   "target": keys[e.target_node_id], "condition": e.condition_key}
+                  for e in edges],
+    }
 
 
 def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
@@ -59,7 +94,7 @@ def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
                            updated_at=row.updated_at.isoformat())
 
 
-def _write_graph(session: Any, flowchart_id: str, graph: FlowchartGraph) -> None:
+def _write_graph(session: Any, flowchart_id: str, graph: GraphShape) -> None:
     existing = {n.key: n for n in session.scalars(
         select(Node).where(Node.flowchart_id == flowchart_id))}
     session.execute(delete(Edge).where(Edge.flowchart_id == flowchart_id))
@@ -86,7 +121,7 @@ class FlowchartRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, *, name: str, graph: FlowchartGraph, description: str = "") -> str:
+    def create(self, *, name: str, graph: GraphShape, description: str = "") -> str:
         with self._db.session() as session:
             row = Flowchart(name=name, description=description)
             session.add(row)
@@ -107,7 +142,7 @@ class FlowchartRepository:
                                    .limit(limit))
             return [_stored(session, row) for row in rows]
 
-    def update(self, flowchart_id: str, *, graph: FlowchartGraph | None = None,
+    def update(self, flowchart_id: str, *, graph: GraphShape | None = None,
                name: str | None = None, description: str | None = None) -> StoredFlowchart:
         """Rename, describe and/or replace the graph (runs keep the graph they started with)."""
         with self._db.session() as session:

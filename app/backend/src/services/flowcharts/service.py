@@ -74,19 +74,19 @@ class FlowchartRunService:
         (:func:`~services.flowcharts.workspace.create_run_directory`). ``workspace`` (a local
         directory instead) is for local, trusted callers only; the HTTP API never passes one.
         """
-        stored = self.flowcharts.get(flowchart_id)
-        validate_graph(stored.graph)
+        graph = FlowchartGraph.model_validate(self.flowcharts.get(flowchart_id).graph)
+        validate_graph(graph)
         limit = max_node_executions or self.settings.flowchart_max_node_executions
         with self.db.session() as session:
             run = FlowchartRun(flowchart_id=flowchart_id, status="running", inputs=inputs or {},
-                               graph=stored.graph.model_dump(mode="json", by_alias=True),
+                               graph=graph.model_dump(mode="json", by_alias=True),
                                workspace=workspace, max_node_executions=limit,
                                started_at=utcnow())
             session.add(run)
             session.flush()
             if workspace is None:
                 run.workspace = str(create_run_directory(self.settings, run.id))
-            for node in stored.graph.nodes:
+            for node in graph.nodes:
                 session.add(FlowchartRunNode(run_id=run.id, node_key=node.id, type=node.type,
                                              state=NodeState.PENDING.value))
             run_id = run.id

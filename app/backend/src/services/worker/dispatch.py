@@ -25,8 +25,9 @@ from services.db.session import Database, open_database, resolve_url
 from services.runs.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
-from services.worker.celery_app import TASK_EXECUTE_NODE, broker_url, build_celery
+from services.worker.celery_config import configured_celery
 from services.worker.handlers import handle_execute_node
+from services.worker.names import TASK_EXECUTE_NODE, broker_url
 from services.worker.payloads import ExecuteNodePayload, parse
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,14 @@ _databases: dict[tuple[int, str], Database] = {}
 
 
 def producer_app(settings: StudioSettings) -> Celery:
-    """One Celery app per broker and queue in this process (it holds the connection pool)."""
+    """One Celery app per broker and queue in this process (it holds the connection pool).
+
+    It sends tasks by name and registers none (the worker's app does that).
+    """
     key = (broker_url(settings) or "", settings.worker_queue)
     with _apps_lock:
         if key not in _apps:
-            _apps[key] = build_celery(settings)
+            _apps[key] = configured_celery(settings)
         return _apps[key]
 
 

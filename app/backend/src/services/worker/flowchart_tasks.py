@@ -22,13 +22,11 @@ from services.db.session import open_database
 from services.flowcharts.graph import NODE_ID_PATTERN
 from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
-from services.worker.celery_app import broker_url
+from services.worker.dispatch import producer_app
+from services.worker.names import TASK_RUN_FLOWCHART_NODE, broker_url
 from services.worker.payloads import parse
 
 log = logging.getLogger(__name__)
-
-TASK_RUN_FLOWCHART_NODE = "studio.run_flowchart_node"
-
 
 class FlowchartNodePayload(BaseModel):
     """``studio.run_flowchart_node``: a run id and the id of a node in its graph."""
@@ -60,8 +58,6 @@ def flowchart_dispatch(settings: StudioSettings, *,
         return None
 
     def send(run_id: str, node_id: str) -> None:
-        from services.worker.dispatch import producer_app  # the app module imports this one
-
         payload = parse(FlowchartNodePayload, {"run_id": run_id, "node_id": node_id})
         (app or producer_app(settings)).send_task(
             TASK_RUN_FLOWCHART_NODE, kwargs=payload.message(), queue=settings.worker_queue)

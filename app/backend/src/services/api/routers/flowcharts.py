@@ -9,9 +9,10 @@ The API never takes a filesystem path: a run gets a directory of its own under t
 workspace root (:mod:`services.flowcharts.workspace`), and a node's ``config.workspace`` is a
 relative name inside it. A body naming ``workspace`` is refused with ``host_path_refused`` (422).
 
-Runs go through :func:`services.worker.flowchart_tasks.flowchart_dispatch`: a task per work node
-when a broker is configured, else a ``studio flowchart-node`` child process per node
-(:mod:`services.api.node_children`): no node ever runs in the API's process.
+Runs go through the injected :class:`~services.api.dispatch.WorkDispatch` (the worker's
+``flowchart_dispatch`` in ``studio api``): a task per work node when a broker is configured, else a
+``studio flowchart-node`` child process per node (:mod:`services.api.node_children`): no node ever
+runs in the API's process.
 """
 
 from __future__ import annotations
@@ -24,7 +25,8 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Scope, requires
-from services.api.deps import get_db, get_settings
+from services.api.deps import get_db, get_dispatch, get_settings
+from services.api.dispatch import WorkDispatch
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.limits import check_limits
 from services.api.node_children import node_children
@@ -39,7 +41,6 @@ from services.flowcharts.graph import (
 )
 from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
-from services.worker.flowchart_tasks import flowchart_dispatch
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["flowcharts"], responses=ERROR_RESPONSES)
@@ -139,9 +140,11 @@ def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
                          f"nodes.{node.id}.config.limits")
 
 
-def _service(db: Database, settings: StudioSettings) -> FlowchartRunService:
+def run_service(db: Database = Depends(get_db),  # noqa: B008
+                settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                work: WorkDispatch = Depends(get_dispatch)) -> FlowchartRunService:  # noqa: B008
     """The run service; its nodes go to the broker, else each to a child process."""
-    dispatch: NodeDispatch | None = flowchart_dispatch(settings)
+    dispatch: NodeDispatch | None = work.flowchart_nodes
     if dispatch is None:
         dispatch = node_children(db, settings).dispatch
     return FlowchartRunService(db, settings, dispatch=dispatch)
@@ -202,7 +205,9 @@ def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Respon
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
 def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Request,
               db: Database = Depends(get_db),  # noqa: B008
-              settings: StudioSettings = Depends(get_settings)) -> RunCreated:  # noqa: B008
+              settings: StudioSettings = Depends(get_settings),  # noqa: B008
+              service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              ) -> RunCreated:
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
     try:
         stored = FlowchartRepository(db).get(flowchart_id)
@@ -212,42 +217,45 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
         raise ApiError("the API takes no filesystem path: a run gets a directory of its own "
                        "(local paths are for the CLI)", code=ErrorCode.HOST_PATH_REFUSED,
                        details={"field": "workspace"})
-    _check_run_limits(request, db, settings, stored.graph, body.max_node_executions)
+    _check_run_limits(request, db, settings, FlowchartGraph.model_validate(stored.graph),
+                      body.max_node_executions)
     try:
-        run_id = _service(db, settings).start(flowchart_id, inputs=body.inputs,
+        run_id = service.start(flowchart_id, inputs=body.inputs,
                                               max_node_executions=body.max_node_executions)
     except FlowchartValidationError as exc:  # stored before the rules of today
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
     response.headers["Location"] = f"/api/flowchart-runs/{run_id}"
-    return RunCreated(id=run_id, status=_service(db, settings).get(run_id)["status"])
+    return RunCreated(id=run_id, status=service.get(run_id)["status"])
 
 
 @router.get("/api/flowcharts/{flowchart_id}/runs", response_model=FlowchartRunList,
             dependencies=[requires(Scope.READ)])
-def list_runs(flowchart_id: Id, db: Database = Depends(get_db),  # noqa: B008
-              settings: StudioSettings = Depends(get_settings)) -> FlowchartRunList:  # noqa: B008
-    runs = _service(db, settings).list_runs(flowchart_id=flowchart_id)
+def list_runs(flowchart_id: Id,
+              service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              ) -> FlowchartRunList:
+    runs = service.list_runs(flowchart_id=flowchart_id)
     return FlowchartRunList(runs=[FlowchartRun(**run) for run in runs])
 
 
 @router.get("/api/flowchart-runs/{run_id}", response_model=FlowchartRun,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
-def get_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
-            settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+def get_run(run_id: Id,
+            service: FlowchartRunService = Depends(run_service)) -> FlowchartRun:  # noqa: B008
     """The run and the state of each node, with its execution id and result."""
     try:
-        return FlowchartRun(**_service(db, settings).get(run_id))
+        return FlowchartRun(**service.get(run_id))
     except UnknownFlowchart as exc:
         raise _not_found("flowchart run", run_id) from exc
 
 
 @router.post("/api/flowchart-runs/{run_id}/cancel", status_code=202, response_model=FlowchartRun,
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def cancel_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
-               settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+def cancel_run(run_id: Id,
+               service: FlowchartRunService = Depends(run_service),  # noqa: B008
+               ) -> FlowchartRun:
     """Cancel the run; every running node execution is asked to stop."""
     try:
-        return FlowchartRun(**_service(db, settings).cancel(run_id))
+        return FlowchartRun(**service.cancel(run_id))
     except UnknownFlowchart as exc:
         raise _not_found("flowchart run", run_id) from exc
