@@ -43,8 +43,8 @@ def test_a_repository_node_ends_in_a_pushed_branch_and_one_pull_request(
         settings = world.settings()
         db = world.database()
         try:
-            flowchart_id = FlowchartRepository(db).create(name="repo",
-                                                          graph=parse_graph(_graph(world.url)))
+            graph = parse_graph(_graph(world.url)).model_dump(mode="json")
+            flowchart_id = FlowchartRepository(db).create(name="repo", graph=graph)
             service = FlowchartRunService(db, settings)
             run = service.get(service.start(flowchart_id))
             assert run["status"] == "succeeded", run

@@ -47,7 +47,8 @@ def edges(*pairs: tuple[str, str] | tuple[str, str, str]) -> list[dict[str, Any]
 
 
 def create(db: Database, graph: dict[str, Any]) -> str:
-    return FlowchartRepository(db).create(name="test", graph=parse_graph(graph))
+    stored = parse_graph(graph).model_dump(mode="json")
+    return FlowchartRepository(db).create(name="test", graph=stored)
 
 
 def branching(fix_status: str) -> dict[str, Any]:

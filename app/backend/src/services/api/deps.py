@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from fastapi import Request
 
-from services.api.dispatch import WorkDispatch
 from services.api.launcher import Launcher
 from services.db.session import Database
 from services.settings import StudioSettings
@@ -26,8 +25,3 @@ def get_settings(request: Request) -> StudioSettings:
 def get_launcher(request: Request) -> Launcher:
     launcher: Launcher = request.app.state.launcher
     return launcher
-
-
-def get_dispatch(request: Request) -> WorkDispatch:
-    dispatch: WorkDispatch = request.app.state.dispatch
-    return dispatch

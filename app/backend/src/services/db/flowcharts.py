@@ -3,17 +3,17 @@
 A graph is stored as ``nodes`` (keyed by the node's id in the graph, ``Node.key``) and ``edges``
 (``Edge.key``); replacing a graph keeps the row of every node whose id survives (node executions
 point at it) and rewrites the edges. Each method is one transaction; the graph handed in must
-already be validated (:func:`services.flowcharts.graph.parse_graph`). This module knows a graph
-only by its shape (:class:`GraphShape`) and answers it in its JSON form; the flowchart area turns
-that into its model, so persistence never imports the area above it.
+already be validated (:func:`services.flowcharts.graph.parse_graph`). A graph comes in and goes
+out in its JSON form (``{"nodes": [...], "edges": [...]}``, what
+``FlowchartGraph.model_dump(mode="json")`` gives); the flowchart area turns it into its model, so
+persistence never imports the area above it.
 """
 
 from __future__ import annotations
 
 import builtins
-from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
 from sqlalchemy import delete, select
 
@@ -24,37 +24,6 @@ from services.db.session import Database
 
 class UnknownFlowchart(LookupError):
     """No flowchart (or run) has this id."""
-
-
-class NodeShape(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def type(self) -> str: ...
-    @property
-    def name(self) -> str: ...
-    @property
-    def config(self) -> dict[str, Any]: ...
-
-
-class EdgeShape(Protocol):
-    @property
-    def id(self) -> str: ...
-    @property
-    def source(self) -> str: ...
-    @property
-    def target(self) -> str: ...
-    @property
-    def condition(self) -> str | None: ...
-
-
-class GraphShape(Protocol):
-    """What is stored of a graph (``services.flowcharts.graph.FlowchartGraph`` has it)."""
-
-    @property
-    def nodes(self) -> Sequence[NodeShape]: ...
-    @property
-    def edges(self) -> Sequence[EdgeShape]: ...
 
 
 @dataclass(frozen=True)
@@ -94,34 +63,35 @@ def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
                            updated_at=row.updated_at.isoformat())
 
 
-def _write_graph(session: Any, flowchart_id: str, graph: GraphShape) -> None:
+def _write_graph(session: Any, flowchart_id: str, graph: dict[str, Any]) -> None:
     existing = {n.key: n for n in session.scalars(
         select(Node).where(Node.flowchart_id == flowchart_id))}
     session.execute(delete(Edge).where(Edge.flowchart_id == flowchart_id))
-    wanted = {n.id for n in graph.nodes}
+    wanted = {n["id"] for n in graph["nodes"]}
     for key, row in existing.items():
         if key not in wanted:
             session.delete(row)
     rows: dict[str, Node] = {}
-    for spec in graph.nodes:
-        row = existing.get(spec.id)
+    for spec in graph["nodes"]:
+        row = existing.get(spec["id"])
         if row is None:
-            row = Node(flowchart_id=flowchart_id, key=spec.id)
+            row = Node(flowchart_id=flowchart_id, key=spec["id"])
             session.add(row)
-        row.type, row.name, row.config = spec.type, spec.name, spec.config
-        rows[spec.id] = row
+        row.type, row.name, row.config = spec["type"], spec.get("name", ""), spec.get("config", {})
+        rows[spec["id"]] = row
     session.flush()
-    for edge in graph.edges:
-        session.add(Edge(flowchart_id=flowchart_id, key=edge.id,
-                         source_node_id=rows[edge.source].id,
-                         target_node_id=rows[edge.target].id, condition_key=edge.condition))
+    for edge in graph["edges"]:
+        session.add(Edge(flowchart_id=flowchart_id, key=edge["id"],
+                         source_node_id=rows[edge["source"]].id,
+                         target_node_id=rows[edge["target"]].id,
+                         condition_key=edge.get("condition")))
 
 
 class FlowchartRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, *, name: str, graph: GraphShape, description: str = "") -> str:
+    def create(self, *, name: str, graph: dict[str, Any], description: str = "") -> str:
         with self._db.session() as session:
             row = Flowchart(name=name, description=description)
             session.add(row)
@@ -142,7 +112,7 @@ class FlowchartRepository:
                                    .limit(limit))
             return [_stored(session, row) for row in rows]
 
-    def update(self, flowchart_id: str, *, graph: GraphShape | None = None,
+    def update(self, flowchart_id: str, *, graph: dict[str, Any] | None = None,
                name: str | None = None, description: str | None = None) -> StoredFlowchart:
         """Rename, describe and/or replace the graph (runs keep the graph they started with)."""
         with self._db.session() as session:

@@ -102,8 +102,7 @@ class FrontierAgent:
         self.iterations = 0
         self._started = deps.clock()
         self.runner = ToolRunner(deps.dispatcher, deps.ctx, deps.sink, self.loops,
-                                 engine.provider,
-                                 inline=not isinstance(engine, SelfDrivingEngine))
+                                 engine.provider, not isinstance(engine, SelfDrivingEngine))
         self._emit = self.runner.emit
         self._warn = self.runner.warn
 

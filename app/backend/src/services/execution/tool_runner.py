@@ -32,19 +32,21 @@ class ToolStep:
     stop: StopRun | None = None
 
 
+@dataclass
 class ToolRunner:
-    """Dispatches calls with their events and loop detection, for one execution."""
+    """Dispatches calls with their events and loop detection, for one execution.
 
-    def __init__(self, dispatcher: Dispatcher, ctx: ToolDomainContext, sink: EventSink,
-                 loops: LoopDetector, provider: str, *, inline: bool) -> None:
-        self.dispatcher = dispatcher
-        self.ctx = ctx
-        self.sink = sink
-        self.loops = loops
-        self.provider = provider
-        # A turn-based loop has nothing else to run while a tool works, so it dispatches in
-        # place; a self-driving engine's session (its CLI transport) shares the event loop.
-        self.inline = inline
+    ``inline``: a turn-based loop has nothing else to run while a tool works, so it dispatches
+    in place; a self-driving engine's session (its CLI transport) shares the event loop, so its
+    calls run in a worker thread.
+    """
+
+    dispatcher: Dispatcher
+    ctx: ToolDomainContext
+    sink: EventSink
+    loops: LoopDetector
+    provider: str
+    inline: bool
 
     def emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
         self.sink.emit(AgentEvent(kind=kind, execution_id=self.ctx.execution_id, cycle=cycle,

@@ -25,7 +25,7 @@ from fastapi import Path as PathParam
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Scope, requires
-from services.api.deps import get_db, get_dispatch, get_settings
+from services.api.deps import get_db, get_settings
 from services.api.dispatch import WorkDispatch
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.limits import check_limits
@@ -115,9 +115,10 @@ class FlowchartRunList(BaseModel):
     runs: list[FlowchartRun]
 
 
-def _graph(data: dict[str, Any]) -> FlowchartGraph:
+def _graph(data: dict[str, Any]) -> dict[str, Any]:
+    """The graph validated, in the JSON form the repository stores."""
     try:
-        return parse_graph(data)
+        return parse_graph(data).model_dump(mode="json", by_alias=True)
     except FlowchartValidationError as exc:
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
@@ -140,10 +141,11 @@ def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
                          f"nodes.{node.id}.config.limits")
 
 
-def run_service(db: Database = Depends(get_db),  # noqa: B008
+def run_service(request: Request, db: Database = Depends(get_db),  # noqa: B008
                 settings: StudioSettings = Depends(get_settings),  # noqa: B008
-                work: WorkDispatch = Depends(get_dispatch)) -> FlowchartRunService:  # noqa: B008
+                ) -> FlowchartRunService:
     """The run service; its nodes go to the broker, else each to a child process."""
+    work: WorkDispatch = request.app.state.dispatch  # the port create_app was given
     dispatch: NodeDispatch | None = work.flowchart_nodes
     if dispatch is None:
         dispatch = node_children(db, settings).dispatch
