@@ -69,7 +69,7 @@ def execute_command(
                                     sinks=[LiveConsoleSink()], keep_workspace=keep_workspace,
                                     on_lapse=stop_now)
     except UnknownExecution as exc:
-        typer.echo(f"studio: no execution {execution_id}", err=True)
+        typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(2) from exc
     except ConfigError as exc:
         typer.echo(f"studio: {exc.message}", err=True)

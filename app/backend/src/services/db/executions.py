@@ -14,6 +14,7 @@ from typing import Any
 from sqlalchemy import select, update
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -21,8 +22,10 @@ from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.settings import get_settings
 
 
-class UnknownExecution(LookupError):
+class UnknownExecution(NotFound):
     """No execution has this id."""
+
+    what = "execution"
 
 
 class ExecutionRepository:

@@ -18,12 +18,21 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
 from services.db.session import Database
 
 
-class UnknownFlowchart(LookupError):
-    """No flowchart (or run) has this id."""
+class UnknownFlowchart(NotFound):
+    """No flowchart has this id."""
+
+    what = "flowchart"
+
+
+class UnknownFlowchartRun(NotFound):
+    """No flowchart run has this id."""
+
+    what = "flowchart run"
 
 
 @dataclass(frozen=True)

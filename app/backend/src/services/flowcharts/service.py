@@ -24,7 +24,7 @@ from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
-from services.db.flowcharts import FlowchartRepository, UnknownFlowchart, run_to_json
+from services.db.flowcharts import FlowchartRepository, UnknownFlowchartRun, run_to_json
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.session import Database
 from services.db.status import FINAL_STATUSES
@@ -97,7 +97,7 @@ class FlowchartRunService:
         with self.db.session() as session:
             run = session.get(FlowchartRun, run_id)
             if run is None:
-                raise UnknownFlowchart(run_id)
+                raise UnknownFlowchartRun(run_id)
             return run_to_json(run, _rows(session, run_id))
 
     def list_runs(self, *, flowchart_id: str | None = None,
@@ -304,7 +304,7 @@ def _locked_run(session: Session, run_id: str) -> FlowchartRun:
     run = session.scalars(select(FlowchartRun).where(FlowchartRun.id == run_id)
                           .with_for_update()).one_or_none()
     if run is None:
-        raise UnknownFlowchart(run_id)
+        raise UnknownFlowchartRun(run_id)
     return run
 
 

@@ -21,7 +21,12 @@ from services.api.schemas import (
     ToolCall,
     ToolCallList,
 )
-from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
+from services.db.executions import (
+    ExecutionRepository,
+    UnknownExecution,
+    execution_to_json,
+    tool_call_to_json,
+)
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import InvalidSettingValue
@@ -57,8 +62,7 @@ def _check_script(body: ExecutionCreate) -> None:
 def _found(db: Database, execution_id: str) -> NodeExecution:
     row = ExecutionRepository(db).get(execution_id)
     if row is None:
-        raise ApiError(f"no execution {execution_id}", code=ErrorCode.NOT_FOUND,
-                       details={"id": execution_id})
+        raise UnknownExecution(execution_id)
     return row
 
 

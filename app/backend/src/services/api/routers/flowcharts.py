@@ -30,7 +30,7 @@ from services.api.dispatch import WorkDispatch
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.limits import check_limits
 from services.api.node_children import node_children
-from services.db.flowcharts import FlowchartRepository, UnknownFlowchart
+from services.db.flowcharts import FlowchartRepository
 from services.db.session import Database
 from services.execution.errors import ErrorCode
 from services.flowcharts.graph import (
@@ -124,10 +124,6 @@ def _graph(data: dict[str, Any]) -> dict[str, Any]:
                        details={"problems": exc.to_json()}) from exc
 
 
-def _not_found(what: str, ident: str) -> ApiError:
-    return ApiError(f"no {what} {ident}", code=ErrorCode.NOT_FOUND, details={"id": ident})
-
-
 def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
                       graph: FlowchartGraph, max_node_executions: int | None) -> None:
     """The run's and each agent node's limits: above the deployment's needs ``admin``."""
@@ -173,10 +169,7 @@ def list_flowcharts(db: Database = Depends(get_db)) -> FlowchartList:  # noqa: B
 @router.get("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
 def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
-    try:
-        return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
 
 
 @router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
@@ -185,21 +178,15 @@ def update_flowchart(flowchart_id: Id, body: FlowchartUpdate,
                      db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
     """Rename and/or replace the graph (runs already started keep their graph)."""
     graph = _graph(body.graph) if body.graph is not None else None
-    try:
-        stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
-                                                description=body.description)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
+                                            description=body.description)
     return Flowchart(**stored.to_json())
 
 
 @router.delete("/api/flowcharts/{flowchart_id}", status_code=204, responses=NOT_FOUND_RESPONSE,
                dependencies=[requires(Scope.RUN)])
 def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Response:  # noqa: B008
-    try:
-        FlowchartRepository(db).delete(flowchart_id)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    FlowchartRepository(db).delete(flowchart_id)
     return Response(status_code=204)
 
 
@@ -211,10 +198,7 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
               service: FlowchartRunService = Depends(run_service),  # noqa: B008
               ) -> RunCreated:
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
-    try:
-        stored = FlowchartRepository(db).get(flowchart_id)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    stored = FlowchartRepository(db).get(flowchart_id)
     if body.workspace is not None:
         raise ApiError("the API takes no filesystem path: a run gets a directory of its own "
                        "(local paths are for the CLI)", code=ErrorCode.HOST_PATH_REFUSED,
@@ -223,7 +207,7 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
                       body.max_node_executions)
     try:
         run_id = service.start(flowchart_id, inputs=body.inputs,
-                                              max_node_executions=body.max_node_executions)
+                               max_node_executions=body.max_node_executions)
     except FlowchartValidationError as exc:  # stored before the rules of today
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
@@ -245,10 +229,7 @@ def list_runs(flowchart_id: Id,
 def get_run(run_id: Id,
             service: FlowchartRunService = Depends(run_service)) -> FlowchartRun:  # noqa: B008
     """The run and the state of each node, with its execution id and result."""
-    try:
-        return FlowchartRun(**service.get(run_id))
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart run", run_id) from exc
+    return FlowchartRun(**service.get(run_id))
 
 
 @router.post("/api/flowchart-runs/{run_id}/cancel", status_code=202, response_model=FlowchartRun,
@@ -257,7 +238,4 @@ def cancel_run(run_id: Id,
                service: FlowchartRunService = Depends(run_service),  # noqa: B008
                ) -> FlowchartRun:
     """Cancel the run; every running node execution is asked to stop."""
-    try:
-        return FlowchartRun(**service.cancel(run_id))
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart run", run_id) from exc
+    return FlowchartRun(**service.cancel(run_id))
