@@ -23,6 +23,7 @@ from sqlalchemy import select
 
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
+from services.db.leases import LeaseStore
 from services.db.models import WorkspaceCheckpoint
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
@@ -34,7 +35,7 @@ from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
 from services.repos.credentials import TokenGitAuth
 from services.repos.workspaces import provision_workspace
-from services.runs.leases import Lease, LeaseGuardedGitAuth, LeaseStore, LeaseTimings
+from services.runs.leases import Lease, LeaseGuardedGitAuth, LeaseTimings
 from services.runs.reaper import reap_expired
 from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.repo_env import (

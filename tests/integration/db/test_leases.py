@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from services.db.checkpoints import CheckpointRepository
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.journal import DbEventSink, StaleLease
+from services.db.leases import LeaseStore
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
-from services.runs.checkpoints import CheckpointingToolStore, CheckpointRepository
-from services.runs.leases import Heartbeat, Lease, LeaseStore, LeaseTimings
+from services.runs.checkpoints import CheckpointingToolStore
+from services.runs.leases import Heartbeat, Lease, LeaseTimings
 from tests.integration.db.helpers import new_execution
 
 

@@ -11,10 +11,10 @@ from sqlalchemy import update
 
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
+from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
 from services.db.session import Database
 from services.executors.base import SubstrateStatus
-from services.runs.leases import LeaseStore
 from services.settings import StudioSettings
 from services.worker.admission import Admission
 from services.worker.celery_app import build_celery

@@ -48,8 +48,10 @@ class ExecutionRepository:
         runtime: str = "agent",
         flowchart_run_id: str | None = None,
         node_id: str | None = None,
+        request: dict[str, Any] | None = None,
     ) -> str:
-        """Record a queued execution; answers its id (a uuid4 string)."""
+        """Record a queued execution; answers its id (a uuid4 string). ``request`` is what a
+        durable execution was asked to do (:mod:`services.runs.request`), stored redacted."""
         redact = self._redactor
         row = NodeExecution(
             provider=provider, model=model, prompt=redact.text(prompt),
@@ -58,6 +60,8 @@ class ExecutionRepository:
             settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
             flowchart_run_id=flowchart_run_id, node_id=node_id, status=ExecutionStatus.QUEUED,
         )
+        if request is not None:
+            row.request = redact.data(request)
         with self._db.session() as session:
             session.add(row)
         return row.id

@@ -26,16 +26,10 @@ import hashlib
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import func, select
-from sqlalchemy.orm import Session
-
-from services.db.evidence import record_tool_call
-from services.db.journal import StaleLease
-from services.db.models import NodeExecution, ToolCallRecord, WorkspaceCheckpoint
+from services.db.checkpoints import Checkpoint, CheckpointRepository
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
@@ -48,20 +42,6 @@ READ_ONLY = frozenset({
     ("git", "log"), ("git", "show"), ("git", "current_branch"), ("git", "list_branches"),
     ("git", "push"), ("git", "fetch"), ("git", "create_pull_request"),
 })
-
-
-@dataclass(frozen=True)
-class Checkpoint:
-    """One snapshot of a workspace's changes against ``base_commit``."""
-
-    base_commit: str
-    patch: bytes | None
-    size_bytes: int
-    sha256: str
-
-    @property
-    def available(self) -> bool:
-        return self.patch is not None
 
 
 def take_checkpoint(workspace: Path, base_commit: str, author: GitAuthor,
@@ -100,52 +80,6 @@ def apply_checkpoint(workspace: Path, patch: bytes, author: GitAuthor) -> None:
                 author=author)
 
 
-class CheckpointRepository:
-    def __init__(self, db: Database) -> None:
-        self.db = db
-
-    def latest(self, execution_id: str) -> WorkspaceCheckpoint | None:
-        query = (select(WorkspaceCheckpoint)
-                 .where(WorkspaceCheckpoint.execution_id == execution_id)
-                 .order_by(WorkspaceCheckpoint.seq.desc()).limit(1))
-        with self.db.session() as session:
-            return session.scalars(query).first()
-
-    def count(self, execution_id: str) -> int:
-        with self.db.session() as session:
-            return int(session.execute(
-                select(func.count()).select_from(WorkspaceCheckpoint)
-                .where(WorkspaceCheckpoint.execution_id == execution_id)).scalar_one())
-
-
-def add_checkpoint(session: Session, execution_id: str, checkpoint: Checkpoint,
-                   call_id: str | None, *, epoch: int | None = None,
-                   owner: str | None = None) -> int:
-    """Insert ``checkpoint`` as the execution's next one, taken by the attempt ``epoch`` in
-    the process ``owner``; answers its sequence number."""
-    last = session.execute(select(func.max(WorkspaceCheckpoint.seq))
-                           .where(WorkspaceCheckpoint.execution_id == execution_id)
-                           ).scalar_one_or_none()
-    seq = int(last or 0) + 1
-    session.add(WorkspaceCheckpoint(
-        execution_id=execution_id, seq=seq, call_id=call_id,
-        base_commit=checkpoint.base_commit, available=checkpoint.available,
-        size_bytes=checkpoint.size_bytes, sha256=checkpoint.sha256, patch=checkpoint.patch,
-        lease_epoch=epoch, owner=owner,
-    ))
-    return seq
-
-
-def check_epoch(session: Session, execution_id: str, epoch: int) -> None:
-    """Raise :class:`StaleLease` unless ``epoch`` is current (the row locked until commit)."""
-    current = session.execute(
-        select(NodeExecution.lease_epoch).where(NodeExecution.id == execution_id)
-        .with_for_update()).scalar_one_or_none()
-    if current != epoch:
-        raise StaleLease(f"lease epoch {epoch} is stale (now {current})",
-                         details={"execution_id": execution_id})
-
-
 class CheckpointingToolStore:
     """The ``IdempotencyStore`` of a durable execution: envelopes fenced by the lease epoch,
     with a workspace checkpoint after every call that may have changed the workspace."""
@@ -153,7 +87,7 @@ class CheckpointingToolStore:
     def __init__(self, db: Database, *, workspace: Path, base_commit: str, epoch: int,
                  author: GitAuthor, redactor: Redactor, owner: str | None = None,
                  max_bytes: int = MAX_PATCH_BYTES, last_sha256: str | None = None) -> None:
-        self.db = db
+        self.records = CheckpointRepository(db)
         self.workspace = workspace
         self.base_commit = base_commit
         self.epoch = epoch
@@ -165,12 +99,7 @@ class CheckpointingToolStore:
         self.taken = 0
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
-        with self.db.session() as session:
-            envelope = session.execute(
-                select(ToolCallRecord.envelope).where(
-                    ToolCallRecord.execution_id == execution_id,
-                    ToolCallRecord.call_id == call_id)).scalar_one_or_none()
-        return dict(envelope) if envelope is not None else None
+        return self.records.envelope(execution_id, call_id)
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         checkpoint = None
@@ -180,12 +109,8 @@ class CheckpointingToolStore:
             if candidate.sha256 != self.last_sha256:
                 checkpoint = candidate
         redacted = self.redactor.data(envelope)
-        with self.db.session() as session:
-            check_epoch(session, execution_id, self.epoch)
-            record_tool_call(session, execution_id, call_id, envelope=redacted)
-            if checkpoint is not None:
-                add_checkpoint(session, execution_id, checkpoint, call_id, epoch=self.epoch,
-                               owner=self.owner)
+        self.records.record_call(execution_id, call_id, redacted, epoch=self.epoch,
+                                 checkpoint=checkpoint, owner=self.owner)
         if checkpoint is not None:
             self.last_sha256 = checkpoint.sha256
             self.taken += 1

@@ -33,9 +33,11 @@ from typing import Any
 from services.composition import EngineRequest, command_sandbox
 from services.db.base import utcnow
 from services.db.budget import DbBudget
+from services.db.checkpoints import CheckpointRepository
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
+from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
@@ -63,7 +65,7 @@ from services.repos.workspaces import (
     provision_workspace,
     remote_branch_sha,
 )
-from services.runs.checkpoints import CheckpointingToolStore, CheckpointRepository, apply_checkpoint
+from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
 from services.runs.claimed_changes import claimed_changes
 from services.runs.finalize import Finalized, FinalizeRequest, finalize
 from services.runs.leases import (
@@ -72,7 +74,6 @@ from services.runs.leases import (
     Lease,
     LeaseControl,
     LeaseGuardedGitAuth,
-    LeaseStore,
     LeaseTimings,
     new_owner,
 )

@@ -29,13 +29,13 @@ from typing import Any
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
+from services.db.leases import LeaseStore
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import reap_orphans, workspace_root
-from services.runs.leases import LeaseStore
 from services.settings import StudioSettings
 
 log = logging.getLogger(__name__)

@@ -16,8 +16,6 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from sqlalchemy import update
-
 from services.composition import DEFAULT_MODELS
 from services.db.executions import ExecutionRepository
 from services.db.integrations import IntegrationRepository
@@ -83,11 +81,8 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
         model=request.model or DEFAULT_MODELS.get(request.provider, ""),
         prompt=request.prompt, repo_url=request.repo_url, base_branch=request.base_branch,
         limits=snapshot["limits"], settings_snapshot=snapshot,
-        flowchart_run_id=flowchart_run_id, node_id=node_id,
+        flowchart_run_id=flowchart_run_id, node_id=node_id, request=request.stored(),
     )
-    with db.session() as session:
-        session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
-                        .values(request=redactor.data(request.stored())))
     return execution_id
 
 

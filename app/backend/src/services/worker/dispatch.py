@@ -21,8 +21,8 @@ import threading
 
 from celery import Celery
 
+from services.db.leases import LeaseStore
 from services.db.session import Database, open_database, resolve_url
-from services.runs.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
 from services.worker.celery_config import configured_celery
