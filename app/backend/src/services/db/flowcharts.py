@@ -20,7 +20,7 @@ from sqlalchemy import delete, select
 from services.db.base import utcnow
 from services.db.errors import NotFound
 from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
-from services.db.session import Database
+from services.db.session import Database, Session
 
 
 class UnknownFlowchart(NotFound):
@@ -173,3 +173,27 @@ def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode]) -> di
                                "started_at": _when(n.started_at),
                                "finished_at": _when(n.finished_at)} for n in nodes},
     }
+
+
+def locked_run(session: Session, run_id: str) -> FlowchartRun:
+    """The run row, locked for this transaction (SQLite: the whole database already is)."""
+    run = session.scalars(select(FlowchartRun).where(FlowchartRun.id == run_id)
+                          .with_for_update()).one_or_none()
+    if run is None:
+        raise UnknownFlowchartRun(run_id)
+    return run
+
+
+def run_nodes(session: Session, run_id: str) -> list[FlowchartRunNode]:
+    """The run's node rows, by node key."""
+    return list(session.scalars(select(FlowchartRunNode).where(FlowchartRunNode.run_id == run_id)
+                                .order_by(FlowchartRunNode.node_key)))
+
+
+def recent_runs(session: Session, *, flowchart_id: str | None = None,
+                limit: int = 50) -> list[FlowchartRun]:
+    """The most recent runs first (of one flowchart, or of all)."""
+    query = select(FlowchartRun).order_by(FlowchartRun.created_at.desc()).limit(limit)
+    if flowchart_id is not None:
+        query = query.where(FlowchartRun.flowchart_id == flowchart_id)
+    return list(session.scalars(query))

@@ -25,7 +25,8 @@ from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.orm import sessionmaker
 
 from services.db import migrate
 from services.execution.errors import ConfigError
@@ -94,6 +95,10 @@ def dialect_insert(session: Session) -> Any:
     name = session.get_bind().dialect.name
     return postgresql.insert if name == "postgresql" else sqlite.insert
 
+
+Session = OrmSession
+"""One transaction's session, as :meth:`Database.session` yields it (for type hints above
+this package)."""
 
 DatabaseError = SQLAlchemyError
 """What a failed database operation raises (the database unreachable, a statement refused):

@@ -19,14 +19,18 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from sqlalchemy import select
-from sqlalchemy.orm import Session
-
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
-from services.db.flowcharts import FlowchartRepository, UnknownFlowchartRun, run_to_json
+from services.db.flowcharts import (
+    FlowchartRepository,
+    UnknownFlowchartRun,
+    locked_run,
+    recent_runs,
+    run_nodes,
+    run_to_json,
+)
 from services.db.models import FlowchartRun, FlowchartRunNode
-from services.db.session import Database
+from services.db.session import Database, Session
 from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode, StudioError
 from services.flowcharts.graph import (
@@ -98,20 +102,18 @@ class FlowchartRunService:
             run = session.get(FlowchartRun, run_id)
             if run is None:
                 raise UnknownFlowchartRun(run_id)
-            return run_to_json(run, _rows(session, run_id))
+            return run_to_json(run, run_nodes(session, run_id))
 
     def list_runs(self, *, flowchart_id: str | None = None,
              limit: int = 50) -> list[dict[str, Any]]:
-        query = select(FlowchartRun).order_by(FlowchartRun.created_at.desc()).limit(limit)
-        if flowchart_id is not None:
-            query = query.where(FlowchartRun.flowchart_id == flowchart_id)
         with self.db.session() as session:
-            return [run_to_json(run, _rows(session, run.id)) for run in session.scalars(query)]
+            return [run_to_json(run, run_nodes(session, run.id))
+                    for run in recent_runs(session, flowchart_id=flowchart_id, limit=limit)]
 
     def cancel(self, run_id: str) -> dict[str, Any]:
         """Cancel the run (no-op once it ended) and every running node execution."""
         with self.db.session() as session:
-            run = _locked_run(session, run_id)
+            run = locked_run(session, run_id)
             to_cancel = []
             if run.status not in RUN_FINAL:
                 to_cancel = _end_run(session, run, "cancelled", "cancelled",
@@ -170,11 +172,11 @@ class FlowchartRunService:
     # -- traversal --------------------------------------------------------------------------
 
     def _advance(self, session: Session, run_id: str) -> tuple[list[str], list[str]]:
-        run = _locked_run(session, run_id)
+        run = locked_run(session, run_id)
         if run.status != "running":
             return [], []
         graph = FlowchartGraph.model_validate(run.graph)
-        rows = {row.node_key: row for row in _rows(session, run_id)}
+        rows = {row.node_key: row for row in run_nodes(session, run_id)}
         dispatched: list[str] = []
         while True:
             states = {key: NodeState(row.state) for key, row in rows.items()}
@@ -222,7 +224,7 @@ class FlowchartRunService:
     def _complete(self, run_id: str, node_id: str, outcome: NodeOutcome) -> None:
         to_cancel: list[str] = []
         with self.db.session() as session:
-            run = _locked_run(session, run_id)
+            run = locked_run(session, run_id)
             row = session.get(FlowchartRunNode, (run_id, node_id))
             assert row is not None
             _finish_row(row, outcome.state, outcome.error_code, outcome.error_message)
@@ -241,7 +243,7 @@ class FlowchartRunService:
     def _job(self, run_id: str, node_id: str) -> tuple[NodeJob | None, str | None]:
         """The job of a node that is to run now; ``None`` (and the node cancelled) otherwise."""
         with self.db.session() as session:
-            run = _locked_run(session, run_id)
+            run = locked_run(session, run_id)
             row = session.get(FlowchartRunNode, (run_id, node_id))
             if row is None or row.state != NodeState.RUNNING.value:
                 return None, None
@@ -249,7 +251,7 @@ class FlowchartRunService:
                 _finish_row(row, NodeState.CANCELLED, "cancelled", "the run ended first")
                 return None, None
             graph = FlowchartGraph.model_validate(run.graph)
-            rows = {r.node_key: r for r in _rows(session, run_id)}
+            rows = {r.node_key: r for r in run_nodes(session, run_id)}
             context = template_context(_results(rows), dict(run.inputs))
             flowchart_id, workspace, execution_id = run.flowchart_id, run.workspace, \
                 row.execution_id
@@ -260,7 +262,7 @@ class FlowchartRunService:
     def _attach(self, run_id: str, node_id: str, execution_id: str) -> bool:
         """Link the node to its execution; answers whether the run still runs."""
         with self.db.session() as session:
-            run = _locked_run(session, run_id)
+            run = locked_run(session, run_id)
             row = session.get(FlowchartRunNode, (run_id, node_id))
             assert row is not None
             row.execution_id = execution_id
@@ -299,20 +301,6 @@ class FlowchartRunService:
             self.executions.request_cancel(execution_id)
 
 
-def _locked_run(session: Session, run_id: str) -> FlowchartRun:
-    """The run row, locked for this transaction (SQLite: the whole database already is)."""
-    run = session.scalars(select(FlowchartRun).where(FlowchartRun.id == run_id)
-                          .with_for_update()).one_or_none()
-    if run is None:
-        raise UnknownFlowchartRun(run_id)
-    return run
-
-
-def _rows(session: Session, run_id: str) -> list[FlowchartRunNode]:
-    return list(session.scalars(select(FlowchartRunNode).where(FlowchartRunNode.run_id == run_id)
-                                .order_by(FlowchartRunNode.node_key)))
-
-
 def _results(rows: dict[str, FlowchartRunNode]) -> dict[str, dict[str, Any]]:
     return {key: dict(row.result or {}) for key, row in rows.items()
             if row.state == NodeState.SUCCEEDED.value}
@@ -330,7 +318,7 @@ def _end_run(session: Session, run: FlowchartRun, status: str, code: str,
     run.status, run.error_code, run.error_message = status, code, message
     run.finished_at = utcnow()
     to_cancel = []
-    for row in _rows(session, run.id):
+    for row in run_nodes(session, run.id):
         if row.state == NodeState.PENDING.value:
             _finish_row(row, NodeState.CANCELLED, "cancelled", f"the run {status}")
         elif row.state == NodeState.RUNNING.value and row.execution_id:
