@@ -1,7 +1,7 @@
 """command.run: argument validation, environment, exit codes, cwd, timeout and output capping.
 
 These run without a sandbox (mode ``none``) where confinement is not the point; the sandboxes
-themselves are tested in tests/integration/test_command_sandbox.py.
+themselves are tested in tests/integration/execution/test_command_sandbox.py.
 """
 
 from __future__ import annotations

@@ -18,7 +18,10 @@ from services.execution.tool_domains.git.runner import run_git
 from tests.support.git_http_reject import rejecting_host, silent_listener
 from tests.unit.execution.git_helpers import (
     AGENT_BRANCH,
+    TOKEN,
+    RecordingPullRequests,
     Repo,
+    TokenAuth,
     call,
     context,
     error_code,
@@ -27,7 +30,6 @@ from tests.unit.execution.git_helpers import (
     ok,
     sh,
 )
-from tests.unit.execution.test_git_domain import TOKEN, RecordingPullRequests, TokenAuth
 
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-push",
          "post-checkout", "reference-transaction", "pre-auto-gc", "post-index-change")

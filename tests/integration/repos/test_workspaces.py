@@ -8,6 +8,7 @@ import logging
 import os
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,13 +41,29 @@ from tests.integration.workspace_fixtures import (
     Remote,
     git_auth_for,
     plain_git,
-    remote,
-    settings,
     tree_contains,
 )
 from tests.support.git_http_server import git_http_server, redirecting_host, seed_bare_repo
+from tests.support.settings import studio_settings
 
 __all__ = ["remote", "settings"]  # fixtures
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> StudioSettings:
+    return studio_settings(tmp_path / "data", workspace_dir=tmp_path / "workspaces",
+                           git_author_name=AUTHOR[0], git_author_email=AUTHOR[1])
+
+
+@pytest.fixture
+def remote(tmp_path: Path) -> Iterator[Remote]:
+    """``acme/widgets`` (``main`` plus ``develop``, ~400 KB of incompressible content) on a host
+    that requires :data:`TOKEN`."""
+    with git_http_server(tmp_path / "git-host", TOKEN) as host:
+        files: dict[str, bytes | str] = {"README.md": "# widgets\n",
+                                         "blob.bin": os.urandom(400_000)}
+        bare = seed_bare_repo(host.root, REPO, files, extra_branches=("develop",))
+        yield Remote(host=host, url=host.url(REPO), bare=bare)
 
 
 def auth_of(remote: Remote, token: str = TOKEN) -> IntegrationGitAuth:

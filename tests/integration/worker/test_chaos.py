@@ -29,10 +29,9 @@ from services.db.redaction import Redactor
 from services.db.session import Database
 from services.runs.request import ExecutionRequest, create_execution
 from services.worker.dispatch import dispatch_execution
-from tests.integration.celery_fixtures import (  # noqa: F401  (redis_broker: a fixture)
+from tests.integration.celery_fixtures import (
     Broker,
     processes_running,
-    redis_broker,
     wait_for,
 )
 from tests.integration.chaos_world import (

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from services.db.executions import ExecutionRepository
 from services.db.redaction import Redactor
@@ -28,19 +27,19 @@ from services.db.session import Database, open_database
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from services.worker.dispatch import dispatch_execution
-from tests.integration.celery_fixtures import (  # noqa: F401  (redis_broker: a fixture)
+from tests.integration.celery_fixtures import (
     STUDIO,
     Broker,
     WorkerProcess,
     alive,
     ancestors,
     processes_running,
-    redis_broker,
     start_worker,
     wait_for,
 )
 from tests.support.git_http_server import GIT_ENV, git_http_server, seed_bare_repo
 from tests.support.github_api import github_api
+from tests.support.settings import studio_settings
 
 pytestmark = pytest.mark.slow
 
@@ -78,14 +77,13 @@ def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str,
 
 
 def _settings(env: dict[str, str]) -> StudioSettings:
-    return StudioSettings(database_url=SecretStr(env["STUDIO_DATABASE_URL"]),
-                          broker_url=SecretStr(env["STUDIO_BROKER_URL"]),
-                          worker_queue=env["STUDIO_WORKER_QUEUE"],
-                          github_token=SecretStr(TOKEN),
-                          github_api_url=env["STUDIO_GITHUB_API_URL"],
-                          github_git_origins=[env["STUDIO_GITHUB_GIT_ORIGINS"]],
-                          repo_allowed_hosts=["127.0.0.1"],
-                          data_dir=Path(env["STUDIO_DATA_DIR"]))
+    return studio_settings(Path(env["STUDIO_DATA_DIR"]),
+                           database_url=env["STUDIO_DATABASE_URL"],
+                           broker_url=env["STUDIO_BROKER_URL"],
+                           worker_queue=env["STUDIO_WORKER_QUEUE"], github_token=TOKEN,
+                           github_api_url=env["STUDIO_GITHUB_API_URL"],
+                           github_git_origins=[env["STUDIO_GITHUB_GIT_ORIGINS"]],
+                           repo_allowed_hosts=["127.0.0.1"])
 
 
 @pytest.fixture

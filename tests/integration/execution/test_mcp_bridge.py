@@ -21,12 +21,9 @@ from services.execution.errors import ConfigError, ErrorCode, ToolFailure
 from services.execution.mcp.bridge import TOOL_NAME_PATTERN, McpHub, mcp_tool_name
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
-from tests.integration.mcp_fixtures import (  # noqa: F401  (fixtures)
+from tests.integration.mcp_fixtures import (
     DEMO_FLAG,
     expected_tool_names,
-    mcp_config_file,
-    mcp_http_url,
-    mcp_hub,
     stdio_server_entry,
     write_mcp_config,
 )
