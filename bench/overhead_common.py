@@ -36,7 +36,7 @@ from tests.support.model_server import ScriptedModelServer  # noqa: E402
 
 from services.execution.messages import ToolSchema  # noqa: E402
 from services.execution.ports import CommandSandbox  # noqa: E402
-from services.execution.tool_domains.command import command_environment  # noqa: E402
+from services.execution.tool_domains.command.tools import command_environment  # noqa: E402
 from services.execution.tool_domains.registry import default_registry  # noqa: E402
 
 TASK = "Run `true` until told to stop, then answer."

@@ -44,7 +44,7 @@ from bench import overhead_claude, overhead_turns  # noqa: E402
 from bench.overhead_common import RunTiming, median_of  # noqa: E402
 from bench.overhead_report import Row, print_table, verdicts  # noqa: E402
 from services.execution.ports import CommandSandbox  # noqa: E402
-from services.execution.sandbox import select_sandbox  # noqa: E402
+from services.execution.sandbox.selection import select_sandbox  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results" / "step_overhead.json"
 Measure = Callable[[int], RunTiming]

@@ -24,8 +24,8 @@ import pytest
 from services.cli.main import main
 from services.db.executions import ExecutionRepository
 from services.execution.providers.claude_tools import allowed_tool_name
+from services.repos.workspaces import attempt_directory
 from services.settings import get_settings
-from services.workspaces import attempt_directory
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer

@@ -1,5 +1,7 @@
-"""Fixtures and helpers of the Celery tests: a Redis database of their own on the real broker at
-127.0.0.1:6379, ``studio worker`` as a real process, and process-tree inspection in ``/proc``."""
+"""Helpers of the Celery tests: the broker's address (the ``redis_broker`` fixture, a Redis
+database of the test's own on the real broker at 127.0.0.1:6379, is in
+``tests/integration/conftest.py``), ``studio worker`` as a real process, and process-tree
+inspection in ``/proc``."""
 
 from __future__ import annotations
 
@@ -9,8 +11,7 @@ import signal
 import subprocess
 import sys
 import time
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
@@ -29,26 +30,6 @@ class Broker:
     url: str
     queue: str
     client: redis.Redis
-
-
-@pytest.fixture
-def redis_broker() -> Iterator[Broker]:
-    """A Redis database no one else uses (claimed with ``SET NX`` among 1..15), with a unique
-    queue name; flushed afterwards."""
-    token = uuid.uuid4().hex
-    for db in range(15, 0, -1):
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=db, socket_timeout=10)
-        if client.dbsize() == 0 and client.set(LOCK_KEY, token, nx=True, ex=3600):
-            break
-        client.close()
-    else:
-        raise RuntimeError("no free Redis database among 1..15")
-    try:
-        yield Broker(url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{db}",
-                     queue=f"studio-test-{token[:12]}", client=client)
-    finally:
-        client.flushdb()
-        client.close()
 
 
 def wait_for(what: str, probe: Callable[[], T | None], timeout: float,

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from pydantic import SecretStr
 
 from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
@@ -31,12 +30,13 @@ from tests.integration.celery_fixtures import (
     processes_running,
     start_worker,
 )
-from tests.integration.db.conftest import (
-    _admin_conninfo,
+from tests.integration.databases import (
+    admin_conninfo,
     create_migrated_pg_database,
     drop_pg_database,
 )
 from tests.integration.repo_env import TOKEN, RepoWorld, repo_world
+from tests.support.settings import studio_settings
 
 FINAL = ("succeeded", "failed", "cancelled", "stalled")
 
@@ -44,7 +44,7 @@ FINAL = ("succeeded", "failed", "cancelled", "stalled")
 @contextmanager
 def postgres_url() -> Iterator[str]:
     """A fresh PostgreSQL database migrated to head, dropped afterwards."""
-    admin = _admin_conninfo()
+    admin = admin_conninfo()
     if admin is None:
         message = "PostgreSQL is not reachable at 127.0.0.1:5432"
         if IN_CI:
@@ -74,13 +74,11 @@ class Chaos:
                               STUDIO_GIT_AUTHOR_EMAIL="chaos@studio.invalid")
 
     def settings(self) -> StudioSettings:
-        return StudioSettings(database_url=SecretStr(self.world.db_url),
-                              broker_url=SecretStr(self.broker.url),
-                              worker_queue=self.broker.queue, github_token=SecretStr(TOKEN),
-                              github_api_url=self.world.api.api_url,
-                              github_git_origins=[self.world.host.base_url],
-                              repo_allowed_hosts=["127.0.0.1"],
-                              data_dir=self.world.root / "data")
+        return studio_settings(self.world.root / "data", database_url=self.world.db_url,
+                               broker_url=self.broker.url, worker_queue=self.broker.queue,
+                               github_token=TOKEN, github_api_url=self.world.api.api_url,
+                               github_git_origins=[self.world.host.base_url],
+                               repo_allowed_hosts=["127.0.0.1"])
 
     def database(self) -> Database:
         return open_database(self.settings())

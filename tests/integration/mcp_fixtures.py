@@ -1,7 +1,7 @@
-"""Reusable MCP fixtures: two demo servers in a config file, and a started hub over them.
+"""Helpers of the MCP tests: two demo servers in a config file (the fixtures over them,
+``mcp_http_url``, ``mcp_config_file`` and ``mcp_hub``, are in ``tests/integration/conftest.py``).
 
-Import the fixtures into a test module (``from tests.integration.mcp_fixtures import
-mcp_config_file, mcp_hub, mcp_http_url``). Servers: ``local`` (stdio, with
+Servers: ``local`` (stdio, with
 ``MCP_DEMO_FLAG=on`` in its configured env) and ``remote`` (streamable HTTP on 127.0.0.1);
 both offer :data:`tests.support.mcp_servers.DEMO_TOOLS`, so the provider-facing names are
 :func:`expected_tool_names`.
@@ -10,14 +10,11 @@ both offer :data:`tests.support.mcp_servers.DEMO_TOOLS`, so the provider-facing 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-from services.execution.mcp_bridge import McpHub, mcp_tool_name
-from tests.support.mcp_servers import DEMO_TOOLS, running_http_server, stdio_server_params
+from services.execution.mcp.bridge import mcp_tool_name
+from tests.support.mcp_servers import DEMO_TOOLS, stdio_server_params
 
 MCP_SERVERS = ("local", "remote")
 DEMO_FLAG = ("MCP_DEMO_FLAG", "on")
@@ -39,30 +36,3 @@ def write_mcp_config(path: Path, servers: dict[str, dict[str, Any]]) -> Path:
 
 def expected_tool_names(servers: tuple[str, ...] = MCP_SERVERS) -> set[str]:
     return {mcp_tool_name(server, tool) for server in servers for tool in DEMO_TOOLS}
-
-
-@pytest.fixture
-def mcp_http_url() -> Iterator[str]:
-    """The URL of a streamable-HTTP demo server, running for this test only."""
-    with running_http_server() as url:
-        yield url
-
-
-@pytest.fixture
-def mcp_config_file(tmp_path: Path, mcp_http_url: str) -> Path:
-    """A config file naming the ``local`` (stdio) and ``remote`` (HTTP) demo servers."""
-    return write_mcp_config(tmp_path / "mcp.json", {
-        "local": stdio_server_entry(),
-        "remote": {"transport": "http", "url": mcp_http_url},
-    })
-
-
-@pytest.fixture
-def mcp_hub(mcp_config_file: Path) -> Iterator[McpHub]:
-    """A hub with both demo servers connected (strict: a failed server fails the fixture)."""
-    hub = McpHub.from_file(mcp_config_file, base_env={"LANG": "C.UTF-8"})
-    hub.start(strict=True)
-    try:
-        yield hub
-    finally:
-        hub.close()

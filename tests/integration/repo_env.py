@@ -14,12 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pydantic import SecretStr
-
 from services.db.session import Database, open_database
 from services.settings import StudioSettings
 from tests.support.git_http_server import GIT_ENV, GitHttpHost, git_http_server, seed_bare_repo
 from tests.support.github_api import GitHubApi, github_api
+from tests.support.settings import studio_settings
 
 TOKEN = "ghs_RepoWorkflowSECRET0123456789abcdef"
 REPO = "acme/widgets"
@@ -61,10 +60,10 @@ class RepoWorld:
         return env
 
     def settings(self) -> StudioSettings:
-        return StudioSettings(database_url=SecretStr(self.db_url), data_dir=self.root / "data",
-                              github_token=SecretStr(TOKEN), github_api_url=self.api.api_url,
-                              github_git_origins=[self.host.base_url],
-                              repo_allowed_hosts=["127.0.0.1"])
+        return studio_settings(self.root / "data", database_url=self.db_url, github_token=TOKEN,
+                               github_api_url=self.api.api_url,
+                               github_git_origins=[self.host.base_url],
+                               repo_allowed_hosts=["127.0.0.1"])
 
     def database(self) -> Database:
         return open_database(self.settings())

@@ -1,21 +1,16 @@
-"""Fixtures for the workspace and pull-request tests: a token-protected smart-HTTP git host with a
-seeded repository, settings pointing at throw-away directories, and plain-git helpers for
-verification (never for the code under test)."""
+"""Helpers of the workspace and checkpoint tests: the seeded repository's names, a git auth for a
+loopback host, and plain-git helpers for verification (never for the code under test)."""
 
 from __future__ import annotations
 
 import os
 import subprocess
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
-from services.git_origins import GitOrigins, IntegrationGitAuth, credential_origin
-from services.repo_hosts import HostPolicy
-from services.settings import StudioSettings
-from tests.support.git_http_server import GIT_ENV, GitHttpHost, git_http_server, seed_bare_repo
+from services.repos.hosts import HostPolicy
+from services.repos.origins import GitOrigins, IntegrationGitAuth, credential_origin
+from tests.support.git_http_server import GIT_ENV, GitHttpHost
 
 TOKEN = "ghs_TestToken0123456789abcdefABCDEF"
 REPO = "acme/widgets"
@@ -57,20 +52,3 @@ def git_auth_for(base_url: str, token: str = TOKEN) -> IntegrationGitAuth:
     assert origin is not None
     return IntegrationGitAuth(GitOrigins(frozenset({origin}), "environment"),
                               HostPolicy(allow_loopback=True), token)
-
-
-@pytest.fixture
-def settings(tmp_path: Path) -> StudioSettings:
-    return StudioSettings(workspace_dir=tmp_path / "workspaces", data_dir=tmp_path / "data",
-                          git_author_name=AUTHOR[0], git_author_email=AUTHOR[1])
-
-
-@pytest.fixture
-def remote(tmp_path: Path) -> Iterator[Remote]:
-    """``acme/widgets`` (``main`` plus ``develop``, ~400 KB of incompressible content) on a host
-    that requires :data:`TOKEN`."""
-    with git_http_server(tmp_path / "git-host", TOKEN) as host:
-        files: dict[str, bytes | str] = {"README.md": "# widgets\n",
-                                         "blob.bin": os.urandom(400_000)}
-        bare = seed_bare_repo(host.root, REPO, files, extra_branches=("develop",))
-        yield Remote(host=host, url=host.url(REPO), bare=bare)

@@ -7,6 +7,7 @@ import sys
 
 import pytest
 
+from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from tests.integration.api.helpers import create, read_all, slow_script, wait_final
 from tests.integration.api.server import CORS_ORIGIN, ApiServer
@@ -100,6 +101,21 @@ def test_unknown_ids_are_not_found(api: ApiServer, path: str) -> None:
     assert_envelope(response.json(), ErrorCode.NOT_FOUND)
     assert response.json()["error"]["request_id"] == "req-42"
     assert response.headers["x-request-id"] == "req-42"
+
+
+@pytest.mark.parametrize("status", [s.value for s in ExecutionStatus])
+def test_the_list_filters_on_every_execution_status(api: ApiServer, status: str) -> None:
+    with api.client(api.admin) as client:
+        response = client.get("/api/executions", params={"status": status})
+    assert response.status_code == 200, response.text
+    assert all(e["status"] == status for e in response.json()["executions"])
+
+
+def test_the_list_refuses_an_unknown_status(api: ApiServer) -> None:
+    with api.client(api.admin) as client:
+        response = client.get("/api/executions", params={"status": "done"})
+    assert response.status_code == 422
+    assert_envelope(response.json(), ErrorCode.INVALID_ARGUMENTS)
 
 
 def test_cancel_and_unknown_cancel(api: ApiServer) -> None:

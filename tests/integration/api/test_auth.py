@@ -13,6 +13,7 @@ from fastapi import APIRouter, FastAPI
 
 from services.api.app import UnscopedRoute, api_routes, check_scopes, create_app
 from services.api.auth import Scope, requires
+from services.api.dispatch import WorkDispatch
 from services.db.session import Database, create_db_engine
 from services.execution.errors import ErrorCode
 from services.settings import StudioSettings
@@ -29,10 +30,15 @@ class _NoLauncher:
         pass
 
 
+def _no_dispatch(execution_id: str) -> None:
+    raise AssertionError("nothing is dispatched while listing routes")
+
+
 def _routes() -> list[tuple[str, str, Scope | None]]:
     """The real app's ``/api/`` endpoints, from ``app.routes`` (included routers resolved)."""
     db = Database(create_db_engine("sqlite://"))
-    app = create_app(StudioSettings(), db=db, launcher=_NoLauncher())
+    app = create_app(StudioSettings(), db=db, launcher=_NoLauncher(),
+                     dispatch=WorkDispatch(execution=_no_dispatch, brokered=True))
     found = api_routes(app)
     db.dispose()
     return found

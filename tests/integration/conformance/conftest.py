@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from services.execution.mcp_bridge import McpHub
-from services.execution.mcp_config import parse_mcp_config
+from services.execution.mcp.bridge import McpHub
+from services.execution.mcp.config import parse_mcp_config
 from services.execution.ports import CommandSandbox
-from services.execution.sandbox import select_sandbox
+from services.execution.sandbox.selection import select_sandbox
 from tests.integration.conformance.netns import MARKER
 from tests.integration.mcp_fixtures import stdio_server_entry
 from tests.support.mcp_servers import running_http_server

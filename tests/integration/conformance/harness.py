@@ -28,7 +28,7 @@ import anyio
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.errors import ErrorCode
 from services.execution.guards import AgentLimits, RetryPolicy
-from services.execution.mcp_bridge import McpHub
+from services.execution.mcp.bridge import McpHub
 from services.execution.messages import Usage as NeutralUsage
 from services.execution.outcomes import RunResult
 from services.execution.ports import (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from services.execution.mcp_bridge import McpHub
+from services.execution.mcp.bridge import McpHub
 from services.execution.ports import CommandSandbox
 from services.execution.pricing import PriceTable
 from services.execution.providers.capabilities import CAPABILITIES

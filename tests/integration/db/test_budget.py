@@ -9,7 +9,7 @@ from pathlib import Path
 from services.db.budget import DbBudget, to_micros
 from services.db.session import Database
 from services.execution.errors import ErrorCode
-from tests.integration.db.conftest import url_of
+from tests.integration.databases import url_of
 from tests.integration.db.helpers import new_execution
 from tests.integration.db.workers import spend
 

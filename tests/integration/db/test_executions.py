@@ -12,8 +12,8 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.execution.ports import AgentEvent, AgentEventKind
+from tests.integration.databases import url_of
 from tests.integration.db.cli_helpers import studio
-from tests.integration.db.conftest import url_of
 
 
 def test_lifecycle(db: Database) -> None:

@@ -15,16 +15,17 @@ from services.db.models import Integration
 from services.db.session import Database
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings
+from tests.integration.databases import url_of
 from tests.integration.db.cli_helpers import studio
-from tests.integration.db.conftest import url_of
 from tests.integration.db.helpers import all_rows_text
+from tests.support.settings import studio_settings
 
 TOKEN = "ghp_" + "Zr8Kx2Wq6Lp4Mv9Tn3Bc7Yd1Hs5Gf0Ja2Ue"
 KEY = "a-long-random-secret-key-for-tests-0123456789"
 
 
 def _settings(**values: object) -> StudioSettings:
-    return StudioSettings(secret_key=SecretStr(KEY), **values)  # type: ignore[arg-type]
+    return studio_settings(secret_key=KEY, **values)
 
 
 def _pg_dump_text(url: str) -> str:

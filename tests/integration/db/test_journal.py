@@ -15,7 +15,7 @@ from services.db.models import NodeExecution
 from services.db.redaction import REDACTED, Redactor
 from services.db.session import Database
 from services.execution.ports import AgentEvent, AgentEventKind
-from tests.integration.db.conftest import url_of
+from tests.integration.databases import url_of
 from tests.integration.db.helpers import all_rows_text, new_execution, seqs
 from tests.integration.db.workers import payload, write_events
 

@@ -8,14 +8,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
-from services.checkpoints import CheckpointingToolStore, CheckpointRepository
+from services.db.checkpoints import CheckpointRepository
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.journal import DbEventSink, StaleLease
+from services.db.leases import LeaseStore
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.ports import AgentEvent, AgentEventKind
-from services.execution.tool_domains.git_runner import GitAuthor, run_git
-from services.leases import Heartbeat, Lease, LeaseStore, LeaseTimings
+from services.execution.tool_domains.git.runner import GitAuthor, run_git
+from services.runs.checkpoints import CheckpointingToolStore
+from services.runs.leases import Heartbeat, Lease, LeaseTimings
 from tests.integration.db.helpers import new_execution
 
 
@@ -103,7 +105,7 @@ def test_checkpoints_are_stored_with_the_envelope_and_fenced(db: Database,
 
 def test_the_reaper_gives_up_on_an_execution_that_keeps_dying(db: Database) -> None:
     from services.db.runtime_settings import SettingsRepository
-    from services.reaper import reap_expired
+    from services.runs.reaper import reap_expired
 
     SettingsRepository(db).set("max_attempts", 3)
     store = LeaseStore(db)

@@ -17,9 +17,10 @@ from services.db.runtime_settings import (
 )
 from services.db.session import Database, open_database
 from services.execution.errors import ErrorCode
+from tests.integration.databases import url_of
 from tests.integration.db.cli_helpers import studio
-from tests.integration.db.conftest import sqlite_settings, url_of
 from tests.integration.db.helpers import new_execution
+from tests.support.settings import sqlite_settings
 
 
 def test_defaults_and_validation(db: Database) -> None:

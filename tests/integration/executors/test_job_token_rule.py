@@ -11,7 +11,7 @@ from pydantic import SecretStr
 
 from services.db.redaction import Redactor
 from services.db.session import open_database
-from services.execution_request import ExecutionRequest, create_execution
+from services.runs.request import ExecutionRequest, create_execution
 from services.executors.pod_manifest import build_job, job_to_dict
 from services.executors.selection import job_settings
 from services.settings import StudioSettings

@@ -1,4 +1,5 @@
-"""Fixtures of the flowchart tests: the persistence databases, settings and a workspace."""
+"""Fixtures of the flowchart tests: settings and a workspace (the databases, the broker and the
+API come from ``tests/integration/conftest.py``)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,12 @@ from pathlib import Path
 import pytest
 
 from services.settings import StudioSettings
-from tests.integration.api.conftest import api  # noqa: F401  (fixture used by name)
-from tests.integration.celery_fixtures import redis_broker  # noqa: F401  (fixture used by name)
-from tests.integration.db.conftest import (  # noqa: F401  (fixtures used by name)
-    db,
-    pg_admin,
-    postgres_db,
-    postgres_url,
-    sqlite_db,
-)
+from tests.support.settings import studio_settings
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> StudioSettings:
-    return StudioSettings(data_dir=tmp_path / "data")
+    return studio_settings(tmp_path / "data")
 
 
 @pytest.fixture

@@ -10,8 +10,8 @@ import pytest
 
 from services.db.executions import ExecutionRepository
 from services.db.flowcharts import FlowchartRepository
-from services.flowchart_runs import FlowchartRunService
-from services.flowcharts import FlowchartValidationError, parse_graph, validate_graph
+from services.flowcharts.graph import FlowchartValidationError, parse_graph, validate_graph
+from services.flowcharts.service import FlowchartRunService
 from tests.integration.repo_env import DONE, TEST_ARGV, repo_world
 
 FIX = {"turns": [
@@ -43,8 +43,8 @@ def test_a_repository_node_ends_in_a_pushed_branch_and_one_pull_request(
         settings = world.settings()
         db = world.database()
         try:
-            flowchart_id = FlowchartRepository(db).create(name="repo",
-                                                          graph=parse_graph(_graph(world.url)))
+            graph = parse_graph(_graph(world.url)).model_dump(mode="json")
+            flowchart_id = FlowchartRepository(db).create(name="repo", graph=graph)
             service = FlowchartRunService(db, settings)
             run = service.get(service.start(flowchart_id))
             assert run["status"] == "succeeded", run

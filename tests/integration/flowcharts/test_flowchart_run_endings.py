@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from services.db.session import Database
-from services.flowchart_nodes import NodeRunner
-from services.flowchart_runs import FlowchartRunService
+from services.flowcharts.nodes import NodeRunner
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
-from tests.integration.flowcharts.test_flowchart_runs import agent, create, edges, final, node
+from tests.integration.flowcharts.graphs import agent, create, edges, final, node
 
 
 def _one_command(text: str = "true") -> dict[str, object]:

@@ -17,54 +17,11 @@ import pytest
 from services.db.executions import ExecutionRepository
 from services.db.flowcharts import FlowchartRepository
 from services.db.session import Database
-from services.flowchart_runs import FlowchartRunService
-from services.flowcharts import parse_graph
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
+from tests.integration.flowcharts.graphs import agent, branching, create, edges, final, node
 
 WAIT_S = 120.0  # an upper bound for waits on other threads, never a performance assertion
-
-
-def final(status: str, summary: str) -> dict[str, Any]:
-    return {"turns": [{"final": {"status": status, "summary": summary}}]}
-
-
-def agent(prompt: str, script: dict[str, Any], **config: Any) -> dict[str, Any]:
-    return {"provider": "replay", "prompt": prompt, "replay_script": script, **config}
-
-
-def node(node_id: str, node_type: str, **config: Any) -> dict[str, Any]:
-    return {"id": node_id, "type": node_type, "config": config}
-
-
-def edges(*pairs: tuple[str, str] | tuple[str, str, str]) -> list[dict[str, Any]]:
-    out = []
-    for index, pair in enumerate(pairs):
-        edge: dict[str, Any] = {"id": f"e{index}", "source": pair[0], "target": pair[1]}
-        if len(pair) == 3:
-            edge["condition"] = pair[2]
-        out.append(edge)
-    return out
-
-
-def create(db: Database, graph: dict[str, Any]) -> str:
-    return FlowchartRepository(db).create(name="test", graph=parse_graph(graph))
-
-
-def branching(fix_status: str) -> dict[str, Any]:
-    return {
-        "nodes": [
-            node("start", "start"),
-            node("fix", "agent", **agent("Fix the tests.", final(fix_status, "tests fixed"))),
-            node("route", "decision", field="status"),
-            node("ship", "agent", **agent("Ship it: {{ nodes.fix.result.summary }}",
-                                          final("success", "shipped"))),
-            node("retry", "agent", **agent("Try again after: {{ nodes.fix.result.summary }}",
-                                           final("success", "retried"))),
-            node("end", "end"),
-        ],
-        "edges": edges(("start", "fix"), ("fix", "route"), ("route", "ship", "success"),
-                       ("route", "retry", "partial"), ("ship", "end"), ("retry", "end")),
-    }
 
 
 @pytest.mark.parametrize(("fix_status", "taken", "not_taken"),

@@ -15,7 +15,7 @@ import httpx2
 import pytest
 
 from tests.integration.api.server import ApiServer
-from tests.integration.flowcharts.test_flowchart_runs import agent, edges, final, node
+from tests.integration.flowcharts.graphs import agent, edges, final, node
 
 FINAL = {"succeeded", "failed", "cancelled"}
 WAIT_S = 120.0  # an upper bound for waits, never a performance assertion

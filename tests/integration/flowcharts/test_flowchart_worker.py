@@ -10,12 +10,13 @@ from pydantic import SecretStr
 
 from services.db.executions import ExecutionRepository
 from services.db.session import open_database
-from services.flowchart_runs import FlowchartRunService
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 from services.worker.celery_app import build_celery
-from services.worker.flowchart_tasks import TASK_RUN_FLOWCHART_NODE, flowchart_dispatch
+from services.worker.flowchart_tasks import flowchart_dispatch
+from services.worker.names import TASK_RUN_FLOWCHART_NODE
 from tests.integration.celery_fixtures import Broker, start_worker, wait_for
-from tests.integration.flowcharts.test_flowchart_runs import branching, create
+from tests.integration.flowcharts.graphs import branching, create
 
 
 def test_the_task_is_registered_and_no_broker_means_in_process(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ import uuid
 from typing import Any
 
 from tests.integration.api.server import ApiServer
-from tests.integration.flowcharts.test_flowchart_runs import branching
+from tests.integration.flowcharts.graphs import branching
 
 FINAL = {"succeeded", "failed", "cancelled"}
 

@@ -8,12 +8,8 @@ from pathlib import Path
 import pytest
 
 from services.db.session import open_database
-from tests.integration.db.conftest import (  # noqa: F401  (fixtures used by name)
-    create_migrated_pg_database,
-    drop_pg_database,
-    pg_admin,
-    sqlite_settings,
-)
+from tests.integration.databases import create_migrated_pg_database, drop_pg_database
+from tests.support.settings import sqlite_settings
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -14,8 +14,8 @@ from typing import Any
 from services.execution.envelope import envelope_to_json
 from services.execution.messages import ToolCall
 from services.execution.ports import CommandSandbox
-from services.execution.sandbox import DEFAULT_LIMITS, CommandLimits, select_sandbox
-from services.execution.tool_domains import command
+from services.execution.sandbox.selection import DEFAULT_LIMITS, CommandLimits, select_sandbox
+from services.execution.tool_domains.command import tools as command
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 

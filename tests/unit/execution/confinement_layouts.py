@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from services.execution.envelope import Envelope, envelope_to_json
-from services.execution.tool_domains import workspace
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.spec import ToolSpec
+from services.execution.tool_domains.workspace import tools as workspace
 
 OUTSIDE_SECRET = "TOP-SECRET-OUTSIDE"
 GIT_SECRET = "GIT-INTERNAL-SECRET"
@@ -169,7 +169,7 @@ def available_specs() -> list[ToolSpec]:
 
 def _optional_domain(name: str) -> tuple[ToolSpec, ...] | None:
     try:
-        module = importlib.import_module(f"services.execution.tool_domains.{name}")
+        module = importlib.import_module(f"services.execution.tool_domains.{name}.tools")
     except ImportError:
         return None
     specs: tuple[ToolSpec, ...] = module.SPECS
@@ -181,7 +181,7 @@ def _plain_sandbox() -> Any:
     rows check that ``cwd`` is refused before anything runs, not the sandbox itself), or the
     mode named by ``STUDIO_CONFINEMENT_SANDBOX`` (CI runs the corpus once per mode)."""
     try:
-        module = importlib.import_module("services.execution.sandbox")
+        module = importlib.import_module("services.execution.sandbox.selection")
     except ImportError:
         return None
     mode = os.environ.get("STUDIO_CONFINEMENT_SANDBOX", "none")

@@ -6,18 +6,20 @@ test runs through the dispatcher, exactly as a model's tool call would.
 
 from __future__ import annotations
 
+import base64
 import os
 import stat
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from services.execution.envelope import envelope_to_json
 from services.execution.messages import ToolCall
-from services.execution.tool_domains import git as git_domain
+from services.execution.ports import PullRequestRef
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution.tool_domains.git import tools as git_domain
 
 AGENT_BRANCH = "agent/exec-1"
 
@@ -124,3 +126,32 @@ def error_code(envelope: dict[str, Any]) -> str:
     assert not envelope["ok"], envelope
     code: str = envelope["error"]["code"]
     return code
+
+
+TOKEN = "ghp_SuperSecretToken0123456789abcdefXYZ"
+
+
+@dataclass
+class TokenAuth:
+    """Stands for the production GitAuth: the token as an extraHeader for the remote's URL."""
+
+    urls: list[str] = field(default_factory=list)
+
+    def environment(self, remote_url: str) -> dict[str, str]:
+        self.urls.append(remote_url)
+        basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
+        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{remote_url}.extraHeader",
+                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
+
+
+@dataclass
+class RecordingPullRequests:
+    """Stands for the pull-request port (PyGithub in production); records its calls."""
+
+    calls: list[dict[str, Any]] = field(default_factory=list)
+
+    def create_or_reuse(self, **kwargs: Any) -> PullRequestRef:
+        self.calls.append(kwargs)
+        return PullRequestRef(number=7, url="https://example.invalid/pr/7",
+                              head_branch=kwargs["head_branch"],
+                              base_branch=kwargs["base_branch"] or "main", created=True)

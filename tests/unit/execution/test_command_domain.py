@@ -1,7 +1,7 @@
 """command.run: argument validation, environment, exit codes, cwd, timeout and output capping.
 
 These run without a sandbox (mode ``none``) where confinement is not the point; the sandboxes
-themselves are tested in tests/integration/test_command_sandbox.py.
+themselves are tested in tests/integration/execution/test_command_sandbox.py.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from services.execution.errors import ConfigError
-from services.execution.sandbox import NoSandbox, UnavailableSandbox, select_sandbox
-from services.execution.tool_domains import command
-from services.execution.tool_domains.command_process import HeadTail
+from services.execution.sandbox.selection import NoSandbox, UnavailableSandbox, select_sandbox
+from services.execution.tool_domains.command import tools as command
+from services.execution.tool_domains.command.process import HeadTail
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.unit.execution.command_helpers import (
     command_context,

@@ -20,7 +20,7 @@ from services.execution import confinement_root
 from services.execution.confinement_root import RootHandle, validate_root
 from services.execution.errors import ConfinementViolation, ToolFailure
 from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.workspace_io import read_regular, resolve, write_regular
+from services.execution.tool_domains.workspace.io import read_regular, resolve, write_regular
 
 SECRET = "TOP-SECRET-OUTSIDE\n"
 

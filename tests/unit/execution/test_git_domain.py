@@ -4,16 +4,17 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from services.execution.ports import PullRequestRef
 from tests.unit.execution.git_helpers import (
     AGENT_BRANCH,
+    TOKEN,
+    RecordingPullRequests,
     Repo,
+    TokenAuth,
     call,
     context,
     error_code,
@@ -246,19 +247,6 @@ def test_fetch(repo: Repo) -> None:
     assert ok(call(ctx, "status"))["behind"] == 1
 
 
-@dataclass
-class RecordingPullRequests:
-    """Stands for the pull-request port (PyGithub in production); records its calls."""
-
-    calls: list[dict[str, Any]] = field(default_factory=list)
-
-    def create_or_reuse(self, **kwargs: Any) -> PullRequestRef:
-        self.calls.append(kwargs)
-        return PullRequestRef(number=7, url="https://example.invalid/pr/7",
-                              head_branch=kwargs["head_branch"],
-                              base_branch=kwargs["base_branch"] or "main", created=True)
-
-
 def test_create_pull_request_delegates_to_the_port(repo: Repo) -> None:
     port = RecordingPullRequests()
     ctx = context(repo.ws, pull_requests=port)
@@ -278,22 +266,6 @@ def test_create_pull_request_without_integration(repo: Repo) -> None:
     ctx = context(repo.ws)
     envelope = call(ctx, "create_pull_request", title="T", body="B")
     assert error_code(envelope) == "integration_unavailable"
-
-
-TOKEN = "ghp_SuperSecretToken0123456789abcdefXYZ"
-
-
-@dataclass
-class TokenAuth:
-    """Stands for the production GitAuth: the token as an extraHeader for the remote's URL."""
-
-    urls: list[str] = field(default_factory=list)
-
-    def environment(self, remote_url: str) -> dict[str, str]:
-        self.urls.append(remote_url)
-        basic = base64.b64encode(f"x-access-token:{TOKEN}".encode()).decode()
-        return {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": f"http.{remote_url}.extraHeader",
-                "GIT_CONFIG_VALUE_0": f"Authorization: Basic {basic}"}
 
 
 def test_token_never_reaches_the_envelope(repo: Repo) -> None:

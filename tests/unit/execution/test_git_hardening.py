@@ -13,12 +13,15 @@ from pathlib import Path
 import pytest
 
 from services.execution.errors import ConfigError, ToolFailure
-from services.execution.tool_domains.git_redact import REDACTED, redact, secrets_from_env
-from services.execution.tool_domains.git_runner import run_git
+from services.execution.tool_domains.git.redact import REDACTED, redact, secrets_from_env
+from services.execution.tool_domains.git.runner import run_git
 from tests.support.git_http_reject import rejecting_host, silent_listener
 from tests.unit.execution.git_helpers import (
     AGENT_BRANCH,
+    TOKEN,
+    RecordingPullRequests,
     Repo,
+    TokenAuth,
     call,
     context,
     error_code,
@@ -27,7 +30,6 @@ from tests.unit.execution.git_helpers import (
     ok,
     sh,
 )
-from tests.unit.execution.test_git_domain import TOKEN, RecordingPullRequests, TokenAuth
 
 HOOKS = ("pre-commit", "prepare-commit-msg", "commit-msg", "post-commit", "pre-push",
          "post-checkout", "reference-transaction", "pre-auto-gc", "post-index-change")

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.execution.tool_domains.git_parse import merge_files, parse_name_status, parse_numstat
+from services.execution.tool_domains.git.parse import merge_files, parse_name_status, parse_numstat
 
 
 def test_a_rename_in_numstat_and_name_status() -> None:

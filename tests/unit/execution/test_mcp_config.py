@@ -10,13 +10,13 @@ import mcp_types as types
 import pytest
 
 from services.execution.errors import ConfigError, ErrorCode
-from services.execution.mcp_config import (
+from services.execution.mcp.config import (
     HttpServerConfig,
     StdioServerConfig,
     load_mcp_config,
     parse_mcp_config,
 )
-from services.execution.mcp_results import cap_text, error_text, result_json
+from services.execution.mcp.results import cap_text, error_text, result_json
 
 GOOD: dict[str, Any] = {"servers": {
     "files": {"transport": "stdio", "command": "npx", "args": ["-y", "srv"],

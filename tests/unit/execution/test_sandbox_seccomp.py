@@ -8,7 +8,7 @@ import struct
 
 import pytest
 
-from services.execution.sandbox_seccomp import build_program
+from services.execution.sandbox.seccomp import build_program
 
 ALLOW = 0x7FFF0000
 KILL = 0x80000000

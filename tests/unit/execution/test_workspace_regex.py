@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from services.execution.tool_domains import workspace_regex
-from services.execution.tool_domains.workspace_regex import BoundedPattern
-from tests.unit.execution.test_workspace_domain import Workspace
+from services.execution.tool_domains.workspace import regex as workspace_regex
+from services.execution.tool_domains.workspace.regex import BoundedPattern
+from tests.unit.execution.workspace_helpers import Workspace
 
 HOSTILE = r"^(a|a)+$"  # exponential backtracking on "aaa...ab" (the classic ReDoS shape)
 

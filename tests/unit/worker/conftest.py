@@ -6,19 +6,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from pydantic import SecretStr
 
 from services.db.session import Database, open_database
 from services.settings import StudioSettings
+from tests.support.settings import studio_settings
 
 
 @pytest.fixture
 def worker_settings(tmp_path: Path) -> StudioSettings:
     """No broker (the embedded default), an SQLite file database, a workspace root of its own
     (a reaper pass deletes the directories of executions its database does not know)."""
-    return StudioSettings(database_url=SecretStr(f"sqlite:///{tmp_path / 'studio.db'}"),
-                          data_dir=tmp_path / "data", workspace_dir=tmp_path / "workspaces",
-                          broker_url=None)
+    return studio_settings(tmp_path / "data", database_url=f"sqlite:///{tmp_path / 'studio.db'}",
+                           workspace_dir=tmp_path / "workspaces", broker_url=None)
 
 
 @pytest.fixture

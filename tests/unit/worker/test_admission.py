@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from services.db.executions import FINAL_STATUSES
+from services.db.status import FINAL_STATUSES
 from services.worker.admission import Admission, admit
 
 NOW = datetime(2026, 1, 2, 3, 4, 5, tzinfo=UTC)

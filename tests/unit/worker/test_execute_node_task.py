@@ -11,15 +11,16 @@ from sqlalchemy import update
 
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
+from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
 from services.db.session import Database
 from services.executors.base import SubstrateStatus
-from services.leases import LeaseStore
 from services.settings import StudioSettings
 from services.worker.admission import Admission
-from services.worker.celery_app import TASK_EXECUTE_NODE, TASK_REAP, build_celery
+from services.worker.celery_app import build_celery
 from services.worker.dispatch import dispatch_execution
 from services.worker.handlers import handle_execute_node
+from services.worker.names import TASK_EXECUTE_NODE, TASK_REAP
 from services.worker.payloads import ExecuteNodePayload, InvalidPayload, parse
 
 

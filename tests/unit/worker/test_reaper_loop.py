@@ -9,10 +9,10 @@ from sqlalchemy import update
 
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
+from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
-from services.leases import LeaseStore
 from services.settings import StudioSettings
 from services.worker.reaper_loop import ReaperLoop
 

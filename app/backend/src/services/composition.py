@@ -12,7 +12,7 @@ from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEng
 from services.execution.providers.profiles import DEFAULT_MODELS as DEFAULT_MODELS
 from services.execution.providers.profiles import PROVIDERS as PROVIDERS
 from services.execution.providers.profiles import EngineSpec, provider_profile
-from services.execution.sandbox import UNCONFINED_WARNING, CommandLimits, select_sandbox
+from services.execution.sandbox.selection import UNCONFINED_WARNING, CommandLimits, select_sandbox
 from services.settings import StudioSettings, is_production, process_environment
 
 

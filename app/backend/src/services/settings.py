@@ -59,11 +59,11 @@ class StudioSettings(BaseSettings):
     github_token: SecretStr | None = None
     github_api_url: str = "https://api.github.com"
     # The git origins (``scheme://host[:port]``) the GitHub token may be sent to, comma-separated;
-    # empty: derived from the API URL (services.git_origins).
+    # empty: derived from the API URL (services.repos.origins).
     github_git_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # Repository hosts allowed although they are (or resolve to) loopback, private, link-local
     # or metadata addresses: names, addresses or CIDR networks, comma-separated
-    # (services.repo_hosts).
+    # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
     workspace_dir: Path | None = None

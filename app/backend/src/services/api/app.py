@@ -19,6 +19,7 @@ from fastapi.staticfiles import StaticFiles
 
 from services.api.auth import Scope, route_scope
 from services.api.body_guard import BodyGuardMiddleware
+from services.api.dispatch import WorkDispatch
 from services.api.errors import install_error_handlers
 from services.api.launcher import DispatchLauncher, Launcher
 from services.api.metrics import RequestCounter
@@ -71,12 +72,15 @@ def check_scopes(app: FastAPI) -> None:
             raise UnscopedRoute(f"{method} {path} declares no scope")
 
 
-def create_app(settings: StudioSettings | None = None, *, db: Database | None = None,
-               launcher: Launcher | None = None) -> FastAPI:
-    """The API over ``db`` (default: the configured database, opened and checked here)."""
+def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch,
+               db: Database | None = None, launcher: Launcher | None = None) -> FastAPI:
+    """The API over ``db`` (default: the configured database, opened and checked here).
+
+    ``dispatch`` is where recorded work goes (the worker's dispatcher, injected by the caller).
+    """
     settings = settings or get_settings()
     database = db or open_database(settings)
-    runner = launcher or DispatchLauncher(database, settings)
+    runner = launcher or DispatchLauncher(database, dispatch)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -92,6 +96,7 @@ def create_app(settings: StudioSettings | None = None, *, db: Database | None = 
                   description="Runs of coding agents on repositories: executions, their tool "
                               "calls and live events, settings, the kill switch, providers.")
     app.state.db, app.state.settings, app.state.launcher = database, settings, runner
+    app.state.dispatch = dispatch
     app.state.request_counter = RequestCounter()
     install_error_handlers(app)
     for name in ROUTER_MODULES:

@@ -2,7 +2,8 @@
 
 Every error answers ``{ok: false, error: {code, message, details, retryable, request_id,
 correlation_id}}`` with a stable :class:`~services.execution.errors.ErrorCode`. Validation errors
-are ``invalid_arguments`` (422), an unknown id ``not_found`` (404), a missing or bad token
+are ``invalid_arguments`` (422), an unknown id ``not_found`` (404: every
+:class:`~services.db.errors.NotFound`, mapped here and nowhere else), a missing or bad token
 ``unauthorized`` (401), a missing scope ``forbidden`` (403); anything unexpected is
 ``internal_error`` (500) and is logged, never swallowed.
 """
@@ -18,6 +19,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from services.db.errors import NotFound
 from services.execution.envelope import EnvelopeError
 from services.execution.errors import ErrorCode, StudioError
 
@@ -125,6 +127,11 @@ async def _on_studio(request: Request, exc: Exception) -> JSONResponse:
                           retryable=exc.retryable, headers=headers)
 
 
+async def _on_not_found(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, NotFound)
+    return error_response(request, 404, ErrorCode.NOT_FOUND, str(exc), details=exc.details)
+
+
 async def _on_unexpected(request: Request, exc: Exception) -> JSONResponse:
     log.error("unexpected error on %s %s", request.method, request.url.path, exc_info=exc)
     return error_response(request, 500, ErrorCode.INTERNAL_ERROR, "internal error")
@@ -134,4 +141,5 @@ def install_error_handlers(app: FastAPI) -> None:
     app.add_exception_handler(RequestValidationError, _on_validation)
     app.add_exception_handler(StarletteHTTPException, _on_http)
     app.add_exception_handler(StudioError, _on_studio)
+    app.add_exception_handler(NotFound, _on_not_found)
     app.add_exception_handler(Exception, _on_unexpected)

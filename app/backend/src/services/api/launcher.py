@@ -1,29 +1,29 @@
 """Handing executions created through the API to whoever runs them.
 
-Every execution takes the durable path (:mod:`services.durable`): the API records it with
-:func:`services.execution_request.create_execution` and hands its id to
-:func:`services.worker.dispatch.dispatch_execution`. With ``STUDIO_BROKER_URL`` set that sends the
-Celery task and returns at once. With no broker configured the API process runs the execution
-itself, in the background: a bounded pool of threads, each waiting on a ``studio execute`` child
-(more executions wait their turn, ``queued``). Afterwards the journal is checked: an execution
-whose child died before the loop could write ``finished`` (a clone that failed, say) is marked
-failed and gets its ``finished`` event here, so live streams always end.
+Every execution takes the durable path (:mod:`services.runs.durable`): the API records it with
+:func:`services.runs.request.create_execution` and hands its id to the injected
+:class:`~services.api.dispatch.WorkDispatch` (the worker's dispatcher, in ``studio api``). With a
+broker that sends the Celery task and returns at once. With no broker configured the API process
+runs the execution itself, in the background: a bounded pool of threads, each waiting on a
+``studio execute`` child (more executions wait their turn, ``queued``). Afterwards the journal is
+checked: an execution whose child died before the loop could write ``finished`` (a clone that
+failed, say) is marked failed and gets its ``finished`` event here, so live streams always end.
 """
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
-from services.db.executions import FINAL_STATUSES, ExecutionRepository
+from services.api.dispatch import WorkDispatch
+from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
-from services.settings import StudioSettings
-from services.worker.celery_app import broker_url
-from services.worker.dispatch import dispatch_execution
 
 log = logging.getLogger(__name__)
 
@@ -39,18 +39,18 @@ class Launcher(Protocol):
 class DispatchLauncher:
     """Dispatches to the broker when there is one, else runs in ``concurrency`` threads."""
 
-    def __init__(self, db: Database, settings: StudioSettings,
+    def __init__(self, db: Database, dispatch: WorkDispatch,
                  concurrency: int = DEFAULT_CONCURRENCY) -> None:
         self._db = db
-        self._settings = settings
+        self._dispatch = dispatch
         self._pool = ThreadPoolExecutor(max_workers=concurrency,
                                         thread_name_prefix="studio-run")
 
     def launch(self, execution_id: str) -> None:
-        if broker_url(self._settings) is not None:
-            dispatch_execution(execution_id, self._settings)
+        if self._dispatch.brokered:
+            self._dispatch.execution(execution_id)
             return
-        future = self._pool.submit(run_here, self._db, self._settings, execution_id)
+        future = self._pool.submit(run_here, self._db, self._dispatch.execution, execution_id)
         future.add_done_callback(_log_failure)
 
     def shutdown(self) -> None:
@@ -62,10 +62,10 @@ def _log_failure(future: Future[None]) -> None:
         log.error("background execution failed", exc_info=exc)
 
 
-def run_here(db: Database, settings: StudioSettings, execution_id: str) -> None:
+def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> None:
     """Run the execution in this process (its ``studio execute`` child); it always ends."""
     try:
-        dispatch_execution(execution_id, settings)
+        run(execution_id)
     finally:
         _fail_unfinished(db, execution_id)
         _ensure_finished_event(db, execution_id)
@@ -76,7 +76,7 @@ def _fail_unfinished(db: Database, execution_id: str) -> None:
     row = repository.get(execution_id)
     if row is None or row.status in FINAL_STATUSES:
         return
-    repository.finish(execution_id, status="failed", outcome="error",
+    repository.finish(execution_id, status=ExecutionStatus.FAILED, outcome="error",
                       error_code=ErrorCode.SUBSTRATE_ERROR.value,
                       error_message="the execution's process ended without finishing it")
 

@@ -13,9 +13,12 @@ import threading
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from services.db.status import FINAL_STATUSES as FINAL
+from services.db.status import ExecutionStatus
+
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
-FINAL_STATUSES = ("succeeded", "failed", "cancelled", "stalled")
-EXECUTION_STATUSES = ("queued", "running", *FINAL_STATUSES)
+EXECUTION_STATUSES = tuple(status.value for status in ExecutionStatus)
+FINAL_STATUSES = tuple(status.value for status in ExecutionStatus if status in FINAL)
 
 
 def _escape(value: str) -> str:

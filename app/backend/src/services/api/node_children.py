@@ -24,7 +24,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 from services.db.session import Database
 from services.executors.local import DEFAULT_STUDIO_ARGV, executor_environment
-from services.flowchart_runs import FlowchartRunService
+from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings, process_environment
 
 log = logging.getLogger(__name__)

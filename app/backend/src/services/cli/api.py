@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
+
+if TYPE_CHECKING:
+    from services.api.dispatch import WorkDispatch
+    from services.settings import StudioSettings
 
 
 def api_command(
@@ -19,10 +23,23 @@ def api_command(
     from services.cli.database import open_db
     from services.settings import get_settings
 
-    app = create_app(get_settings(), db=open_db())
+    settings = get_settings()
+    app = create_app(settings, db=open_db(), dispatch=work_dispatch(settings))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, lifespan="on")
     server = uvicorn.Server(config)
     server.run()
     if not server.started:
         raise typer.Exit(1)
+
+
+def work_dispatch(settings: StudioSettings) -> WorkDispatch:
+    """The API's dispatch port, made of the worker's dispatchers (the API never imports them)."""
+    from services.api.dispatch import WorkDispatch
+    from services.worker.dispatch import dispatch_execution
+    from services.worker.flowchart_tasks import flowchart_dispatch
+    from services.worker.names import broker_url
+
+    return WorkDispatch(execution=lambda execution_id: dispatch_execution(execution_id, settings),
+                        brokered=broker_url(settings) is not None,
+                        flowchart_nodes=flowchart_dispatch(settings))

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 import typer
 
 if TYPE_CHECKING:
-    from services.execution.tool_domains.git_runner import GitAuthor
+    from services.execution.tool_domains.git.runner import GitAuthor
 
 SAMPLE_FILES = {
     "calc.py": '"""A tiny calculator."""\n\n\ndef add(a: int, b: int) -> int:\n'
@@ -35,7 +35,7 @@ TEST_COMMAND = ["python3", "-m", "unittest", "-q"]
 
 def _sample_repository(root: Path, author: GitAuthor) -> Path:
     """A bare remote holding the sample project on ``main``."""
-    from services.execution.tool_domains.git_runner import run_git
+    from services.execution.tool_domains.git.runner import run_git
 
     source = root / "sample"
     source.mkdir(parents=True)
@@ -67,7 +67,7 @@ def demo_script() -> dict[str, Any]:
 
 
 def _pushed_commit(remote: Path, branch: str | None, author: GitAuthor) -> str:
-    from services.execution.tool_domains.git_runner import run_git
+    from services.execution.tool_domains.git.runner import run_git
 
     if not branch:
         return ""
@@ -86,9 +86,9 @@ def demo_command(
     from services.cli.database import open_db
     from services.cli.live import LiveConsoleSink
     from services.db.redaction import Redactor
-    from services.durable import execute_execution
-    from services.execution.tool_domains.git_runner import GitAuthor
-    from services.execution_request import ExecutionRequest, create_execution
+    from services.execution.tool_domains.git.runner import GitAuthor
+    from services.runs.durable import execute_execution
+    from services.runs.request import ExecutionRequest, create_execution
     from services.settings import get_settings
 
     settings = get_settings()

@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from services.durable import ExecutionOutcome
-    from services.leases import Lease
+    from services.runs.durable import ExecutionOutcome
+    from services.runs.leases import Lease
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +59,8 @@ def execute_command(
     from services.cli.database import open_db
     from services.cli.live import LiveConsoleSink
     from services.db.executions import UnknownExecution
-    from services.durable import execute_execution
     from services.execution.errors import ConfigError
+    from services.runs.durable import execute_execution
     from services.settings import get_settings
 
     db = open_db()
@@ -69,7 +69,7 @@ def execute_command(
                                     sinks=[LiveConsoleSink()], keep_workspace=keep_workspace,
                                     on_lapse=stop_now)
     except UnknownExecution as exc:
-        typer.echo(f"studio: no execution {execution_id}", err=True)
+        typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(2) from exc
     except ConfigError as exc:
         typer.echo(f"studio: {exc.message}", err=True)

@@ -111,7 +111,7 @@ def cancel(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
     try:
         ExecutionRepository(db).request_cancel(execution_id)
     except UnknownExecution as exc:
-        typer.echo(f"studio: no execution {execution_id}", err=True)
+        typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(1) from exc
     finally:
         db.dispose()

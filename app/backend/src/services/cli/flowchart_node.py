@@ -26,7 +26,7 @@ def flowchart_node_command(
 ) -> None:
     """Run one work node of a flowchart run (the API's child process when there is no broker)."""
     from services.cli.database import open_db
-    from services.flowchart_runs import FlowchartRunService
+    from services.flowcharts.service import FlowchartRunService
 
     db = open_db()
     try:

@@ -3,7 +3,7 @@ repository (``--repo``: clone, loop, commit, push, pull request), live on stderr
 with ``--json``.
 
 ``--repo`` records the execution and runs it in this process through the same code path as
-``studio execute`` (:func:`services.durable.execute_execution`); its JSON line adds ``branch``,
+``studio execute`` (:func:`services.runs.durable.execute_execution`); its JSON line adds ``branch``,
 ``head_sha`` and ``pr_url``. The token comes from ``STUDIO_GITHUB_TOKEN`` or the stored
 integration; a local path is accepted as the repository (from the CLI only).
 """
@@ -22,7 +22,7 @@ from services.execution.errors import ConfigError, ExecutionError
 from services.settings import get_settings
 
 if TYPE_CHECKING:
-    from services.execution_request import ExecutionRequest
+    from services.runs.request import ExecutionRequest
 
 
 def _usage_error(message: str) -> NoReturn:
@@ -54,8 +54,8 @@ def run_command(
     # The loop, the providers and the durable path are imported when the command runs.
     from services.cli.live import LiveConsoleSink
     from services.execution.providers.profiles import PROFILES, PROVIDERS
-    from services.execution_request import ExecutionRequest
-    from services.executions import ExecutionService, RunRequest
+    from services.runs.request import ExecutionRequest
+    from services.runs.service import ExecutionService, RunRequest
 
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
@@ -104,8 +104,8 @@ def _script(path: Path | None) -> dict[str, Any] | None:
 def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool) -> None:
     from services.cli.live import LiveConsoleSink
     from services.db.redaction import Redactor
-    from services.durable import execute_execution
-    from services.execution_request import create_execution
+    from services.runs.durable import execute_execution
+    from services.runs.request import create_execution
 
     settings = get_settings()
     db = open_db()

@@ -14,16 +14,18 @@ from typing import Any
 from sqlalchemy import select, update
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.settings import get_settings
 
-FINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled", "stalled"})
 
-
-class UnknownExecution(LookupError):
+class UnknownExecution(NotFound):
     """No execution has this id."""
+
+    what = "execution"
 
 
 class ExecutionRepository:
@@ -46,16 +48,20 @@ class ExecutionRepository:
         runtime: str = "agent",
         flowchart_run_id: str | None = None,
         node_id: str | None = None,
+        request: dict[str, Any] | None = None,
     ) -> str:
-        """Record a queued execution; answers its id (a uuid4 string)."""
+        """Record a queued execution; answers its id (a uuid4 string). ``request`` is what a
+        durable execution was asked to do (:mod:`services.runs.request`), stored redacted."""
         redact = self._redactor
         row = NodeExecution(
             provider=provider, model=model, prompt=redact.text(prompt),
             repo_url=redact.text(repo_url) if repo_url else None, workspace=workspace,
             base_branch=base_branch, branch=branch, limits=redact.data(limits or {}),
             settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
-            flowchart_run_id=flowchart_run_id, node_id=node_id, status="queued",
+            flowchart_run_id=flowchart_run_id, node_id=node_id, status=ExecutionStatus.QUEUED,
         )
+        if request is not None:
+            row.request = redact.data(request)
         with self._db.session() as session:
             session.add(row)
         return row.id
@@ -74,7 +80,7 @@ class ExecutionRepository:
         workspace: str | None = None,
     ) -> None:
         """``running`` from now; optional facts known once the workspace is provisioned."""
-        values: dict[str, Any] = {"status": "running", "started_at": utcnow()}
+        values: dict[str, Any] = {"status": ExecutionStatus.RUNNING, "started_at": utcnow()}
         for key, value in (("base_commit", base_commit), ("branch", branch),
                            ("workspace", workspace)):
             if value is not None:

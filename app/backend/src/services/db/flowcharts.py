@@ -3,7 +3,10 @@
 A graph is stored as ``nodes`` (keyed by the node's id in the graph, ``Node.key``) and ``edges``
 (``Edge.key``); replacing a graph keeps the row of every node whose id survives (node executions
 point at it) and rewrites the edges. Each method is one transaction; the graph handed in must
-already be validated (:func:`services.flowcharts.parse_graph`).
+already be validated (:func:`services.flowcharts.graph.parse_graph`). A graph comes in and goes
+out in its JSON form (``{"nodes": [...], "edges": [...]}``, what
+``FlowchartGraph.model_dump(mode="json")`` gives); the flowchart area turns it into its model, so
+persistence never imports the area above it.
 """
 
 from __future__ import annotations
@@ -15,13 +18,21 @@ from typing import Any
 from sqlalchemy import delete, select
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
-from services.db.session import Database
-from services.flowcharts import EdgeSpec, FlowchartGraph, NodeSpec
+from services.db.session import Database, Session
 
 
-class UnknownFlowchart(LookupError):
-    """No flowchart (or run) has this id."""
+class UnknownFlowchart(NotFound):
+    """No flowchart has this id."""
+
+    what = "flowchart"
+
+
+class UnknownFlowchartRun(NotFound):
+    """No flowchart run has this id."""
+
+    what = "flowchart run"
 
 
 @dataclass(frozen=True)
@@ -29,27 +40,29 @@ class StoredFlowchart:
     id: str
     name: str
     description: str
-    graph: FlowchartGraph
+    graph: dict[str, Any]  # {"nodes": [...], "edges": [...]}, the JSON form of the graph model
     created_at: str
     updated_at: str
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "description": self.description,
-                "graph": self.graph.model_dump(mode="json", by_alias=True),
+                "graph": self.graph,
                 "created_at": self.created_at, "updated_at": self.updated_at}
 
 
-def _graph_of(session: Any, flowchart_id: str) -> FlowchartGraph:
+def _graph_of(session: Any, flowchart_id: str) -> dict[str, Any]:
     nodes = builtins.list(session.scalars(
         select(Node).where(Node.flowchart_id == flowchart_id).order_by(Node.key)))
     keys = {n.id: n.key for n in nodes}
     edges = session.scalars(select(Edge).where(Edge.flowchart_id == flowchart_id)
                             .order_by(Edge.key))
-    return FlowchartGraph(
-        nodes=[NodeSpec(id=n.key, type=n.type, name=n.name, config=n.config) for n in nodes],
-        edges=[EdgeSpec(id=e.key, source=keys[e.source_node_id], target=keys[e.target_node_id],
-                        condition=e.condition_key) for e in edges],
-    )
+    return {
+        "nodes": [{"id": n.key, "type": n.type, "name": n.name, "config": n.config}
+                  for n in nodes],
+        "edges": [{"id": e.key, "source": keys[e.source_node_id],
+                   "target": keys[e.target_node_id], "condition": e.condition_key}
+                  for e in edges],
+    }
 
 
 def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
@@ -59,34 +72,35 @@ def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
                            updated_at=row.updated_at.isoformat())
 
 
-def _write_graph(session: Any, flowchart_id: str, graph: FlowchartGraph) -> None:
+def _write_graph(session: Any, flowchart_id: str, graph: dict[str, Any]) -> None:
     existing = {n.key: n for n in session.scalars(
         select(Node).where(Node.flowchart_id == flowchart_id))}
     session.execute(delete(Edge).where(Edge.flowchart_id == flowchart_id))
-    wanted = {n.id for n in graph.nodes}
+    wanted = {n["id"] for n in graph["nodes"]}
     for key, row in existing.items():
         if key not in wanted:
             session.delete(row)
     rows: dict[str, Node] = {}
-    for spec in graph.nodes:
-        row = existing.get(spec.id)
+    for spec in graph["nodes"]:
+        row = existing.get(spec["id"])
         if row is None:
-            row = Node(flowchart_id=flowchart_id, key=spec.id)
+            row = Node(flowchart_id=flowchart_id, key=spec["id"])
             session.add(row)
-        row.type, row.name, row.config = spec.type, spec.name, spec.config
-        rows[spec.id] = row
+        row.type, row.name, row.config = spec["type"], spec.get("name", ""), spec.get("config", {})
+        rows[spec["id"]] = row
     session.flush()
-    for edge in graph.edges:
-        session.add(Edge(flowchart_id=flowchart_id, key=edge.id,
-                         source_node_id=rows[edge.source].id,
-                         target_node_id=rows[edge.target].id, condition_key=edge.condition))
+    for edge in graph["edges"]:
+        session.add(Edge(flowchart_id=flowchart_id, key=edge["id"],
+                         source_node_id=rows[edge["source"]].id,
+                         target_node_id=rows[edge["target"]].id,
+                         condition_key=edge.get("condition")))
 
 
 class FlowchartRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, *, name: str, graph: FlowchartGraph, description: str = "") -> str:
+    def create(self, *, name: str, graph: dict[str, Any], description: str = "") -> str:
         with self._db.session() as session:
             row = Flowchart(name=name, description=description)
             session.add(row)
@@ -107,7 +121,7 @@ class FlowchartRepository:
                                    .limit(limit))
             return [_stored(session, row) for row in rows]
 
-    def update(self, flowchart_id: str, *, graph: FlowchartGraph | None = None,
+    def update(self, flowchart_id: str, *, graph: dict[str, Any] | None = None,
                name: str | None = None, description: str | None = None) -> StoredFlowchart:
         """Rename, describe and/or replace the graph (runs keep the graph they started with)."""
         with self._db.session() as session:
@@ -159,3 +173,27 @@ def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode]) -> di
                                "started_at": _when(n.started_at),
                                "finished_at": _when(n.finished_at)} for n in nodes},
     }
+
+
+def locked_run(session: Session, run_id: str) -> FlowchartRun:
+    """The run row, locked for this transaction (SQLite: the whole database already is)."""
+    run = session.scalars(select(FlowchartRun).where(FlowchartRun.id == run_id)
+                          .with_for_update()).one_or_none()
+    if run is None:
+        raise UnknownFlowchartRun(run_id)
+    return run
+
+
+def run_nodes(session: Session, run_id: str) -> list[FlowchartRunNode]:
+    """The run's node rows, by node key."""
+    return list(session.scalars(select(FlowchartRunNode).where(FlowchartRunNode.run_id == run_id)
+                                .order_by(FlowchartRunNode.node_key)))
+
+
+def recent_runs(session: Session, *, flowchart_id: str | None = None,
+                limit: int = 50) -> list[FlowchartRun]:
+    """The most recent runs first (of one flowchart, or of all)."""
+    query = select(FlowchartRun).order_by(FlowchartRun.created_at.desc()).limit(limit)
+    if flowchart_id is not None:
+        query = query.where(FlowchartRun.flowchart_id == flowchart_id)
+    return list(session.scalars(query))

@@ -7,7 +7,7 @@ says only whether one is set.
 
 Environment first: ``STUDIO_GITHUB_TOKEN``, ``STUDIO_GITHUB_API_URL`` and
 ``STUDIO_GITHUB_GIT_ORIGINS`` (when set) win over the stored values, which win over the defaults
-(the git origins default to those the API URL implies: :mod:`services.git_origins`).
+(the git origins default to those the API URL implies: :mod:`services.repos.origins`).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pydantic import SecretStr
 from services.db.models import Integration
 from services.db.session import Database
 from services.execution.errors import ConfigError
-from services.git_origins import GitOrigins, parse_origin
+from services.repos.origins import GitOrigins, parse_origin
 from services.settings import StudioSettings
 
 GITHUB = "github"

@@ -1,6 +1,6 @@
 """The pull-request ledger in the database: one pull request per execution, on its row.
 
-:class:`DbPullRequestLedger` implements ``services.pull_requests.PullRequestLedger`` over the
+:class:`DbPullRequestLedger` implements ``services.repos.pull_requests.PullRequestLedger`` over the
 ``pr_number``/``pr_url`` columns of ``node_executions``, so the keyed pull-request port shared by
 the ``git.create_pull_request`` tool and the finalizer finds a pull request opened by an earlier
 attempt (another process, before a crash) and never opens a second one.

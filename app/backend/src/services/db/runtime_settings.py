@@ -13,6 +13,7 @@ from typing import Any, Literal
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 
+from services.db.errors import NotFound
 from services.db.models import RuntimeSetting
 from services.db.session import Database
 
@@ -57,9 +58,16 @@ LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall
               "stall_s", "context_token_budget")
 
 
-class UnknownSetting(KeyError):
+class UnknownSetting(NotFound, KeyError):
+    """No runtime setting has this key (a ``KeyError`` too, as a mapping lookup)."""
+
+    what = "runtime setting"
+
+    def __init__(self, key: str) -> None:
+        super().__init__(key, known=sorted(RUNTIME_SETTINGS))
+
     def __str__(self) -> str:
-        return (f"unknown setting {self.args[0]!r}; known settings: "
+        return (f"unknown setting {self.ident!r}; known settings: "
                 f"{', '.join(sorted(RUNTIME_SETTINGS))}")
 
 

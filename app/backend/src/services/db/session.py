@@ -21,10 +21,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
-from sqlalchemy.orm import Session, sessionmaker
+from sqlalchemy.exc import SQLAlchemyError
+from sqlalchemy.orm import Session as OrmSession
+from sqlalchemy.orm import sessionmaker
 
 from services.db import migrate
 from services.execution.errors import ConfigError
@@ -94,6 +96,15 @@ def dialect_insert(session: Session) -> Any:
     return postgresql.insert if name == "postgresql" else sqlite.insert
 
 
+Session = OrmSession
+"""One transaction's session, as :meth:`Database.session` yields it (for type hints above
+this package)."""
+
+DatabaseError = SQLAlchemyError
+"""What a failed database operation raises (the database unreachable, a statement refused):
+callers outside this package catch this name, not SQLAlchemy's."""
+
+
 class Database:
     """An engine and its session factory; :meth:`session` commits at the boundary."""
 
@@ -111,6 +122,11 @@ class Database:
         """A session whose transaction commits when the block ends, and rolls back on error."""
         with self.sessionmaker() as session, session.begin():
             yield session
+
+    def ping(self) -> None:
+        """One round trip (``SELECT 1``); raises :data:`DatabaseError` when it fails."""
+        with self.engine.connect() as connection:
+            connection.execute(text("SELECT 1"))
 
     def dispose(self) -> None:
         self.engine.dispose()

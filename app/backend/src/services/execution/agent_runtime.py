@@ -27,9 +27,8 @@ from services.execution.conversation import (
     elide_old_outputs,
     repair_interrupted,
 )
-from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable
-from services.execution.guards import AgentLimits, LoopDetector, LoopVerdict, RetryPolicy
+from services.execution.guards import AgentLimits, LoopDetector, RetryPolicy
 from services.execution.messages import (
     Message,
     ModelRequest,
@@ -43,7 +42,6 @@ from services.execution.messages import (
 )
 from services.execution.outcomes import Outcome, RunResult, StopRun, UsageTotals
 from services.execution.ports import (
-    AgentEvent,
     AgentEventKind,
     BudgetPort,
     EventSink,
@@ -56,6 +54,8 @@ from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
+from services.execution.tool_gateway import LoopToolGateway
+from services.execution.tool_runner import ToolRunner
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -101,17 +101,10 @@ class FrontierAgent:
                                   deps.limits.loop_stop_at)
         self.iterations = 0
         self._started = deps.clock()
-        # A turn-based loop has nothing else to run while a tool works, so it dispatches in
-        # place; a self-driving engine's session (its CLI transport) shares the event loop.
-        self._inline_tools = not isinstance(engine, SelfDrivingEngine)
-
-    # -- events -------------------------------------------------------------------------------
-    def _emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
-        self.deps.sink.emit(AgentEvent(kind=kind, execution_id=self.deps.ctx.execution_id,
-                                       cycle=cycle, data=data))
-
-    def _warn(self, code: str, message: str, cycle: int = 0) -> None:
-        self._emit(AgentEventKind.WARNING, cycle, {"code": code, "message": message})
+        self.runner = ToolRunner(deps.dispatcher, deps.ctx, deps.sink, self.loops,
+                                 engine.provider, not isinstance(engine, SelfDrivingEngine))
+        self._emit = self.runner.emit
+        self._warn = self.runner.warn
 
     # -- entry --------------------------------------------------------------------------------
     async def run(self, task: str, history: list[Message] | None = None) -> RunResult:
@@ -171,9 +164,7 @@ class FrontierAgent:
         if self.usage.cost_usd >= limits.max_budget_usd:
             raise StopRun(ErrorCode.BUDGET_EXCEEDED,
                           f"execution budget ${limits.max_budget_usd:.2f} spent")
-        code = self.deps.budget.check() if self.deps.budget is not None else None
-        if code is not None:
-            raise StopRun(code, "the repository's daily budget is spent")
+        self._check_repository_budget()
         if self._remaining_wall_clock() <= 0:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
 
@@ -181,6 +172,15 @@ class FrontierAgent:
         code = self.deps.control.check() if self.deps.control is not None else None
         if code is not None:
             raise StopRun(code, f"stopped: {code.value}")
+
+    def _check_repository_budget(self) -> None:
+        code = self.deps.budget.check() if self.deps.budget is not None else None
+        if code is not None:
+            raise StopRun(code, "the repository's daily budget is spent")
+
+    def _check_before_tool_call(self) -> None:
+        self.check_control()
+        self._check_repository_budget()
 
     def _remaining_wall_clock(self) -> float:
         return self.deps.limits.wall_clock_s - (self.deps.clock() - self._started)
@@ -248,53 +248,20 @@ class FrontierAgent:
         try:
             for call in calls:
                 self.check_control()
-                envelope, text, stop = await self.dispatch(call, cycle)
-                results.append(_result_part(call, envelope))
-                warning = text or warning
-                if stop is not None:
-                    raise stop
+                step = await self.runner.run(call, cycle)
+                results.append(_result_part(call, step.envelope))
+                warning = step.warning or warning
+                if step.stop is not None:
+                    raise step.stop
         finally:
             if results:
                 messages.append(Message(role=Role.TOOL, parts=results))
         return warning
 
-    async def dispatch(self, call: ToolCall,
-                       cycle: int) -> tuple[dict[str, Any], str | None, StopRun | None]:
-        """Dispatch one call with events and loop detection (shared with the tool gateway).
-
-        Answers the envelope, a warning for the model (or ``None``) and the stop a repeated
-        outcome calls for (or ``None``).
-        """
-        self._emit(AgentEventKind.TOOL_CALL, cycle, {"call": call.model_dump(mode="json")})
-        if self._inline_tools:
-            outcome = self.deps.dispatcher.dispatch(call, self.deps.ctx)
-        else:
-            outcome = await anyio.to_thread.run_sync(self.deps.dispatcher.dispatch, call,
-                                                     self.deps.ctx)
-        envelope = envelope_to_json(outcome)
-        self._emit(AgentEventKind.TOOL_RESULT, cycle, {
-            "call": call.model_dump(mode="json"), "envelope": envelope,
-            "provider": self.engine.provider,
-        })
-        verdict, count = self.loops.observe(call, envelope)
-        if verdict is LoopVerdict.STOP:
-            return envelope, None, StopRun(
-                ErrorCode.LOOP_DETECTED,
-                f"{call.tool_name} repeated {count} times with the same outcome")
-        if verdict is LoopVerdict.WARN:
-            text = (f"Warning: you called {call.tool_name} with the same arguments {count} times "
-                    "and got the same outcome each time. Change your approach; at "
-                    f"{self.loops.stop_at} repetitions the run stops.")
-            self._warn("loop_warning", text, cycle)
-            return envelope, text, None
-        return envelope, None, None
-
     # -- self-driving engines (claude) --------------------------------------------------------
     async def _run_session(self, engine: SelfDrivingEngine, task: str,
                            messages: list[Message]) -> RunResult:
-        from services.execution.tool_gateway import LoopToolGateway
-
-        gateway = LoopToolGateway(self, engine)
+        gateway = LoopToolGateway(self.runner, engine, self._check_before_tool_call)
         self._check_before_model_call()
         session: SessionOutcome | None = None
         with anyio.move_on_after(max(self._remaining_wall_clock(), 0.001)) as scope:
@@ -307,12 +274,20 @@ class FrontierAgent:
             except StopRun:
                 # the engine re-raises a guard's stop once its session has ended; what the
                 # session used still counts
-                session = getattr(engine, "last_outcome", None)
+                session = engine.last_outcome
                 if session is None:
                     raise
         if scope.cancelled_caught or session is None:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
-        return gateway.conclude(session, messages)
+        self.iterations = session.turns
+        self.account(session.usage, engine.model, gateway.calls)
+        if session.final_text:
+            messages.append(Message(role=Role.ASSISTANT,
+                                    parts=[TextPart(text=session.final_text)]))
+        verdict = gateway.conclude(session)
+        return self.finish(verdict.outcome, messages, gateway.calls,
+                           final_text=verdict.final_text, code=verdict.code,
+                           message=verdict.message, extra=verdict.extra)
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,

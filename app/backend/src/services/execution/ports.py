@@ -169,6 +169,9 @@ class SelfDrivingEngine(Protocol):
 
     provider: str
     model: str
+    # How the last session ended, kept when a guard's stop is re-raised after the session
+    # closed (what it used still counts); ``None`` before the first session ends.
+    last_outcome: SessionOutcome | None
 
     async def run_session(
         self, *, system: str, prompt: str, tools: list[ToolSchema], gateway: ToolGateway,

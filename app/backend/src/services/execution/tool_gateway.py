@@ -5,19 +5,22 @@ between model calls. It acts where it can: at every tool call (kill switch, canc
 the repository budget, loop detection, events, dispatch), and, when a guard trips, by answering
 the call with an error and asking the engine to ``interrupt()`` the session. ``max_turns`` and
 ``max_budget_usd`` are handed to the CLI, which enforces them itself.
+
+The gateway knows the loop only through what it is given: the shared
+:class:`~services.execution.tool_runner.ToolRunner` and a guard callable. When the session ends
+it answers a :class:`SessionVerdict`; the loop turns that value into the run's result.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
 
 from services.execution.errors import ErrorCode
-from services.execution.messages import Message, Role, TextPart
-from services.execution.outcomes import Outcome, RunResult, StopRun
+from services.execution.outcomes import Outcome, StopRun
 from services.execution.ports import SelfDrivingEngine, SessionOutcome
-
-if TYPE_CHECKING:
-    from services.execution.agent_runtime import FrontierAgent
+from services.execution.tool_runner import ToolRunner
 
 STOP_REASON_OUTCOMES: dict[str, tuple[Outcome, ErrorCode | None]] = {
     "end_turn": (Outcome.FINISHED, None),
@@ -27,12 +30,25 @@ STOP_REASON_OUTCOMES: dict[str, tuple[Outcome, ErrorCode | None]] = {
 }
 
 
-class LoopToolGateway:
-    """Implements ``ToolGateway`` on top of a running FrontierAgent."""
+@dataclass(frozen=True)
+class SessionVerdict:
+    """How a self-driving session ended, as the run's outcome (a guard's stop wins)."""
 
-    def __init__(self, agent: FrontierAgent, engine: SelfDrivingEngine) -> None:
-        self.agent = agent
+    outcome: Outcome
+    code: ErrorCode | None = None
+    message: str = ""
+    final_text: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+class LoopToolGateway:
+    """Implements ``ToolGateway``: each call passes ``guard`` then goes through ``runner``."""
+
+    def __init__(self, runner: ToolRunner, engine: SelfDrivingEngine,
+                 guard: Callable[[], None]) -> None:
+        self.runner = runner
         self.engine = engine
+        self.guard = guard  # raises StopRun (kill switch, cancellation, repository budget)
         self.calls = 0
         self.stop: StopRun | None = None
 
@@ -43,47 +59,32 @@ class LoopToolGateway:
         if self.stop is not None:
             raise self.stop
         try:
-            self.agent.check_control()
-            self._check_budget()
+            self.guard()
         except StopRun as stop:
             await self._halt(stop)
             raise
-        call = self.agent.deps.dispatcher.normalize(call_id or f"{cycle}-0", name, args)
-        envelope, warning, loop_stop = await self.agent.dispatch(call, cycle)
-        if loop_stop is not None:
-            await self._halt(loop_stop)
-            raise loop_stop
-        if warning:
-            return {**envelope, "warning": warning}
-        return envelope
-
-    def _check_budget(self) -> None:
-        budget = self.agent.deps.budget
-        code = budget.check() if budget is not None else None
-        if code is not None:
-            raise StopRun(code, "the repository's daily budget is spent")
+        call = self.runner.normalize(call_id or f"{cycle}-0", name, args)
+        step = await self.runner.run(call, cycle)
+        if step.stop is not None:
+            await self._halt(step.stop)
+            raise step.stop
+        if step.warning:
+            return {**step.envelope, "warning": step.warning}
+        return step.envelope
 
     async def _halt(self, stop: StopRun) -> None:
         self.stop = stop
         await self.engine.interrupt()
 
-    def conclude(self, session: SessionOutcome, messages: list[Message]) -> RunResult:
-        """Map the session's end to an outcome (a guard's stop wins over the CLI's reason)."""
-        agent = self.agent
-        agent.iterations = session.turns
-        agent.account(session.usage, agent.engine.model, self.calls)
-        if session.final_text:
-            reply = Message(role=Role.ASSISTANT, parts=[TextPart(text=session.final_text)])
-            messages.append(reply)
+    def conclude(self, session: SessionOutcome) -> SessionVerdict:
+        """Map the session's end to a verdict (a guard's stop wins over the CLI's reason)."""
         extra = {"transcript_path": session.transcript_path, "turns": session.turns}
         if self.stop is not None:
-            stop = self.stop
-            return agent.finish(stop.outcome, messages, self.calls, code=stop.code,
-                                message=stop.message, extra=extra)
+            return SessionVerdict(self.stop.outcome, self.stop.code, self.stop.message,
+                                  extra=extra)
         outcome, code = STOP_REASON_OUTCOMES.get(session.stop_reason,
                                                  (Outcome.ERROR, ErrorCode.PROVIDER_UNAVAILABLE))
         if outcome is Outcome.FINISHED:
-            return agent.finish(outcome, messages, self.calls, final_text=session.final_text,
-                                extra=extra)
-        return agent.finish(outcome, messages, self.calls, code=code,
-                            message=f"session ended: {session.stop_reason}", extra=extra)
+            return SessionVerdict(outcome, final_text=session.final_text, extra=extra)
+        return SessionVerdict(outcome, code, f"session ended: {session.stop_reason}",
+                              extra=extra)

@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from services.db.executions import FINAL_STATUSES
+from services.db.status import FINAL_STATUSES
 
 
 class Admission(StrEnum):

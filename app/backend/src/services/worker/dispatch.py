@@ -10,7 +10,7 @@ a worker runs. Call it after the transaction that recorded the execution has com
 Before a message is sent, the execution's ``dispatched_at`` is stamped: should the message be
 lost (taken by a worker that dies before claiming the execution, or never sent at all), the
 reaper dispatches the execution again once it has stayed queued ``queued_timeout_s`` after
-that (see :func:`services.reaper.reap_unclaimed`).
+that (see :func:`services.runs.reaper.reap_unclaimed`).
 """
 
 from __future__ import annotations
@@ -21,12 +21,13 @@ import threading
 
 from celery import Celery
 
+from services.db.leases import LeaseStore
 from services.db.session import Database, open_database, resolve_url
-from services.leases import LeaseStore
 from services.settings import StudioSettings, get_settings
 from services.worker.admission import Admission
-from services.worker.celery_app import TASK_EXECUTE_NODE, broker_url, build_celery
+from services.worker.celery_config import configured_celery
 from services.worker.handlers import handle_execute_node
+from services.worker.names import TASK_EXECUTE_NODE, broker_url
 from services.worker.payloads import ExecuteNodePayload, parse
 
 log = logging.getLogger(__name__)
@@ -37,11 +38,14 @@ _databases: dict[tuple[int, str], Database] = {}
 
 
 def producer_app(settings: StudioSettings) -> Celery:
-    """One Celery app per broker and queue in this process (it holds the connection pool)."""
+    """One Celery app per broker and queue in this process (it holds the connection pool).
+
+    It sends tasks by name and registers none (the worker's app does that).
+    """
     key = (broker_url(settings) or "", settings.worker_queue)
     with _apps_lock:
         if key not in _apps:
-            _apps[key] = build_celery(settings)
+            _apps[key] = configured_celery(settings)
         return _apps[key]
 
 

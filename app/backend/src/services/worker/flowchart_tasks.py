@@ -1,7 +1,7 @@
 """``studio.run_flowchart_node(run_id, node_id)``: one work node of a flowchart run, as a task.
 
-The task body is :meth:`services.flowchart_runs.FlowchartRunService.run_node`: it runs the node
-(an agent node through :class:`~services.executions.ExecutionService`, a command node through the
+The task body is :meth:`services.flowcharts.service.FlowchartRunService.run_node`: it runs the node
+(an agent node through :class:`~services.runs.service.ExecutionService`, a command node through the
 command domain) in the worker process, records its outcome and advances the run, which
 dispatches the next ready nodes through :func:`flowchart_dispatch`. With a broker, that sends
 one task per node to the worker queue; without one (the embedded default) the node runs right
@@ -19,16 +19,14 @@ from celery import Celery
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.db.session import open_database
-from services.flowchart_runs import FlowchartRunService, NodeDispatch
-from services.flowcharts import NODE_ID_PATTERN
+from services.flowcharts.graph import NODE_ID_PATTERN
+from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
-from services.worker.celery_app import broker_url
+from services.worker.dispatch import producer_app
+from services.worker.names import TASK_RUN_FLOWCHART_NODE, broker_url
 from services.worker.payloads import parse
 
 log = logging.getLogger(__name__)
-
-TASK_RUN_FLOWCHART_NODE = "studio.run_flowchart_node"
-
 
 class FlowchartNodePayload(BaseModel):
     """``studio.run_flowchart_node``: a run id and the id of a node in its graph."""
@@ -60,8 +58,6 @@ def flowchart_dispatch(settings: StudioSettings, *,
         return None
 
     def send(run_id: str, node_id: str) -> None:
-        from services.worker.dispatch import producer_app  # the app module imports this one
-
         payload = parse(FlowchartNodePayload, {"run_id": run_id, "node_id": node_id})
         (app or producer_app(settings)).send_task(
             TASK_RUN_FLOWCHART_NODE, kwargs=payload.message(), queue=settings.worker_queue)

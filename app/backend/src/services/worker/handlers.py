@@ -14,8 +14,8 @@ from typing import Any
 from services.db.executions import ExecutionRepository
 from services.db.session import Database, open_database
 from services.executors.base import SubstrateStatus
-from services.leases import LeaseTimings
-from services.reaper import reap
+from services.runs.leases import LeaseTimings
+from services.runs.reaper import reap
 from services.settings import StudioSettings
 from services.worker.admission import Admission, admit
 from services.worker.child import run_child

@@ -19,9 +19,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kombu.exceptions import KombuError
-from sqlalchemy.exc import SQLAlchemyError
 
-from services.db.session import Database, open_database
+from services.db.session import Database, DatabaseError, open_database
 from services.execution.errors import ExecutionError
 from services.settings import StudioSettings
 from services.worker.handlers import reap_once, reaper_interval_s
@@ -32,7 +31,7 @@ FALLBACK_INTERVAL_S = 30.0
 MIN_INTERVAL_S = 0.1
 # What one failed pass may raise without ending the loop: the database or the broker being away
 # for a moment. The error is logged with its traceback and the next pass tries again.
-TRANSIENT_ERRORS = (SQLAlchemyError, KombuError, OSError, ExecutionError)
+TRANSIENT_ERRORS = (DatabaseError, KombuError, OSError, ExecutionError)
 
 
 class ReaperLoop(threading.Thread):

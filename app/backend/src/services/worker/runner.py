@@ -16,8 +16,10 @@ import signal
 from services.execution.errors import ConfigError
 from services.executors.selection import kube_api_client
 from services.settings import ExecutorKind, StudioSettings
-from services.worker.celery_app import broker_url, build_celery, node_name
+from services.worker.celery_app import build_celery
+from services.worker.celery_config import node_name
 from services.worker.dispatch import Dispatcher
+from services.worker.names import broker_url
 from services.worker.reaper_loop import ReaperLoop
 
 log = logging.getLogger(__name__)

@@ -20,9 +20,9 @@ from celery import Celery
 
 from services.db.session import open_database
 from services.settings import StudioSettings
-from services.worker.celery_app import TASK_EXECUTE_NODE, TASK_REAP
 from services.worker.dispatch import Dispatcher
 from services.worker.handlers import handle_execute_node, reap_once
+from services.worker.names import TASK_EXECUTE_NODE, TASK_REAP
 from services.worker.payloads import ExecuteNodePayload, ReapPayload, parse
 
 

@@ -24,9 +24,10 @@ from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.routers.executions import ExecutionId
-from services.db.executions import FINAL_STATUSES, ExecutionRepository
+from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.models import ExecutionEvent
 from services.db.session import Database
+from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEventKind
 
@@ -121,8 +122,7 @@ async def stream_events(
     after = _after(last_event_id)
     row = await anyio.to_thread.run_sync(ExecutionRepository(db).get, execution_id)
     if row is None:
-        raise ApiError(f"no execution {execution_id}", code=ErrorCode.NOT_FOUND,
-                       details={"id": execution_id})
+        raise UnknownExecution(execution_id)
     stream = JournalStream(db, execution_id, after)
     return StreamingResponse(stream.stream(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
@@ -21,22 +21,27 @@ from services.api.schemas import (
     ToolCall,
     ToolCallList,
 )
-from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
+from services.db.executions import (
+    ExecutionRepository,
+    UnknownExecution,
+    execution_to_json,
+    tool_call_to_json,
+)
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
+from services.db.status import ExecutionStatus
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.providers.profiles import provider_profile
 from services.execution.providers.replay import load_script
-from services.execution_request import ExecutionRequest, create_execution
-from services.repo_urls import validate_repo_url
+from services.repos.urls import validate_repo_url
+from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
 
 ExecutionId = Annotated[str, Path(pattern=EXECUTION_ID_PATTERN, description="An execution id.")]
-Status = Literal["queued", "running", "succeeded", "failed", "cancelled", "stalled"]
 
 
 def _check_script(body: ExecutionCreate) -> None:
@@ -58,8 +63,7 @@ def _check_script(body: ExecutionCreate) -> None:
 def _found(db: Database, execution_id: str) -> NodeExecution:
     row = ExecutionRepository(db).get(execution_id)
     if row is None:
-        raise ApiError(f"no execution {execution_id}", code=ErrorCode.NOT_FOUND,
-                       details={"id": execution_id})
+        raise UnknownExecution(execution_id)
     return row
 
 
@@ -87,12 +91,12 @@ def create_execution_route(
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
     launcher.launch(execution_id)
     response.headers["Location"] = f"/api/executions/{execution_id}"
-    return ExecutionCreated(id=execution_id, status="queued")
+    return ExecutionCreated(id=execution_id, status=ExecutionStatus.QUEUED)
 
 
 @router.get("", response_model=ExecutionList, dependencies=[requires(Scope.READ)])
 def list_executions(limit: int = Query(50, ge=1, le=500),
-                    status: Status | None = None,
+                    status: ExecutionStatus | None = None,
                     db: Database = Depends(get_db)) -> ExecutionList:  # noqa: B008
     """The most recent executions first."""
     rows = ExecutionRepository(db).list(limit=limit, status=status)

@@ -6,12 +6,13 @@ cancel a run. A malformed graph is ``invalid_arguments`` (422) with ``details.pr
 ``{code, node_id, edge_id, message}``.
 
 The API never takes a filesystem path: a run gets a directory of its own under the deployment's
-workspace root (:mod:`services.flowchart_workspace`), and a node's ``config.workspace`` is a
+workspace root (:mod:`services.flowcharts.workspace`), and a node's ``config.workspace`` is a
 relative name inside it. A body naming ``workspace`` is refused with ``host_path_refused`` (422).
 
-Runs go through :func:`services.worker.flowchart_tasks.flowchart_dispatch`: a task per work node
-when a broker is configured, else a ``studio flowchart-node`` child process per node
-(:mod:`services.api.node_children`): no node ever runs in the API's process.
+Runs go through the injected :class:`~services.api.dispatch.WorkDispatch` (the worker's
+``flowchart_dispatch`` in ``studio api``): a task per work node when a broker is configured, else a
+``studio flowchart-node`` child process per node (:mod:`services.api.node_children`): no node ever
+runs in the API's process.
 """
 
 from __future__ import annotations
@@ -25,16 +26,21 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_settings
+from services.api.dispatch import WorkDispatch
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.limits import check_limits
 from services.api.node_children import node_children
-from services.db.flowcharts import FlowchartRepository, UnknownFlowchart
+from services.db.flowcharts import FlowchartRepository
 from services.db.session import Database
 from services.execution.errors import ErrorCode
-from services.flowchart_runs import FlowchartRunService, NodeDispatch
-from services.flowcharts import AgentConfig, FlowchartGraph, FlowchartValidationError, parse_graph
+from services.flowcharts.graph import (
+    AgentConfig,
+    FlowchartGraph,
+    FlowchartValidationError,
+    parse_graph,
+)
+from services.flowcharts.service import FlowchartRunService, NodeDispatch
 from services.settings import StudioSettings
-from services.worker.flowchart_tasks import flowchart_dispatch
 
 log = logging.getLogger(__name__)
 router = APIRouter(tags=["flowcharts"], responses=ERROR_RESPONSES)
@@ -109,16 +115,13 @@ class FlowchartRunList(BaseModel):
     runs: list[FlowchartRun]
 
 
-def _graph(data: dict[str, Any]) -> FlowchartGraph:
+def _graph(data: dict[str, Any]) -> dict[str, Any]:
+    """The graph validated, in the JSON form the repository stores."""
     try:
-        return parse_graph(data)
+        return parse_graph(data).model_dump(mode="json", by_alias=True)
     except FlowchartValidationError as exc:
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
-
-
-def _not_found(what: str, ident: str) -> ApiError:
-    return ApiError(f"no {what} {ident}", code=ErrorCode.NOT_FOUND, details={"id": ident})
 
 
 def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
@@ -134,9 +137,12 @@ def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
                          f"nodes.{node.id}.config.limits")
 
 
-def _service(db: Database, settings: StudioSettings) -> FlowchartRunService:
+def run_service(request: Request, db: Database = Depends(get_db),  # noqa: B008
+                settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                ) -> FlowchartRunService:
     """The run service; its nodes go to the broker, else each to a child process."""
-    dispatch: NodeDispatch | None = flowchart_dispatch(settings)
+    work: WorkDispatch = request.app.state.dispatch  # the port create_app was given
+    dispatch: NodeDispatch | None = work.flowchart_nodes
     if dispatch is None:
         dispatch = node_children(db, settings).dispatch
     return FlowchartRunService(db, settings, dispatch=dispatch)
@@ -163,10 +169,7 @@ def list_flowcharts(db: Database = Depends(get_db)) -> FlowchartList:  # noqa: B
 @router.get("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
 def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
-    try:
-        return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
 
 
 @router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
@@ -175,21 +178,15 @@ def update_flowchart(flowchart_id: Id, body: FlowchartUpdate,
                      db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
     """Rename and/or replace the graph (runs already started keep their graph)."""
     graph = _graph(body.graph) if body.graph is not None else None
-    try:
-        stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
-                                                description=body.description)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
+                                            description=body.description)
     return Flowchart(**stored.to_json())
 
 
 @router.delete("/api/flowcharts/{flowchart_id}", status_code=204, responses=NOT_FOUND_RESPONSE,
                dependencies=[requires(Scope.RUN)])
 def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Response:  # noqa: B008
-    try:
-        FlowchartRepository(db).delete(flowchart_id)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    FlowchartRepository(db).delete(flowchart_id)
     return Response(status_code=204)
 
 
@@ -197,52 +194,48 @@ def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Respon
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
 def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Request,
               db: Database = Depends(get_db),  # noqa: B008
-              settings: StudioSettings = Depends(get_settings)) -> RunCreated:  # noqa: B008
+              settings: StudioSettings = Depends(get_settings),  # noqa: B008
+              service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              ) -> RunCreated:
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
-    try:
-        stored = FlowchartRepository(db).get(flowchart_id)
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart", flowchart_id) from exc
+    stored = FlowchartRepository(db).get(flowchart_id)
     if body.workspace is not None:
         raise ApiError("the API takes no filesystem path: a run gets a directory of its own "
                        "(local paths are for the CLI)", code=ErrorCode.HOST_PATH_REFUSED,
                        details={"field": "workspace"})
-    _check_run_limits(request, db, settings, stored.graph, body.max_node_executions)
+    _check_run_limits(request, db, settings, FlowchartGraph.model_validate(stored.graph),
+                      body.max_node_executions)
     try:
-        run_id = _service(db, settings).start(flowchart_id, inputs=body.inputs,
-                                              max_node_executions=body.max_node_executions)
+        run_id = service.start(flowchart_id, inputs=body.inputs,
+                               max_node_executions=body.max_node_executions)
     except FlowchartValidationError as exc:  # stored before the rules of today
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
     response.headers["Location"] = f"/api/flowchart-runs/{run_id}"
-    return RunCreated(id=run_id, status=_service(db, settings).get(run_id)["status"])
+    return RunCreated(id=run_id, status=service.get(run_id)["status"])
 
 
 @router.get("/api/flowcharts/{flowchart_id}/runs", response_model=FlowchartRunList,
             dependencies=[requires(Scope.READ)])
-def list_runs(flowchart_id: Id, db: Database = Depends(get_db),  # noqa: B008
-              settings: StudioSettings = Depends(get_settings)) -> FlowchartRunList:  # noqa: B008
-    runs = _service(db, settings).list_runs(flowchart_id=flowchart_id)
+def list_runs(flowchart_id: Id,
+              service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              ) -> FlowchartRunList:
+    runs = service.list_runs(flowchart_id=flowchart_id)
     return FlowchartRunList(runs=[FlowchartRun(**run) for run in runs])
 
 
 @router.get("/api/flowchart-runs/{run_id}", response_model=FlowchartRun,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
-def get_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
-            settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+def get_run(run_id: Id,
+            service: FlowchartRunService = Depends(run_service)) -> FlowchartRun:  # noqa: B008
     """The run and the state of each node, with its execution id and result."""
-    try:
-        return FlowchartRun(**_service(db, settings).get(run_id))
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart run", run_id) from exc
+    return FlowchartRun(**service.get(run_id))
 
 
 @router.post("/api/flowchart-runs/{run_id}/cancel", status_code=202, response_model=FlowchartRun,
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def cancel_run(run_id: Id, db: Database = Depends(get_db),  # noqa: B008
-               settings: StudioSettings = Depends(get_settings)) -> FlowchartRun:  # noqa: B008
+def cancel_run(run_id: Id,
+               service: FlowchartRunService = Depends(run_service),  # noqa: B008
+               ) -> FlowchartRun:
     """Cancel the run; every running node execution is asked to stop."""
-    try:
-        return FlowchartRun(**_service(db, settings).cancel(run_id))
-    except UnknownFlowchart as exc:
-        raise _not_found("flowchart run", run_id) from exc
+    return FlowchartRun(**service.cancel(run_id))

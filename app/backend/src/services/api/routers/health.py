@@ -6,15 +6,13 @@ from __future__ import annotations
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse, PlainTextResponse
-from sqlalchemy import text
-from sqlalchemy.exc import SQLAlchemyError
 
 from services.api.deps import get_db, get_settings
 from services.api.metrics import CONTENT_TYPE, exposition
 from services.api.schemas import Health, Readiness
 from services.composition import sandbox_report
 from services.db import migrate
-from services.db.session import Database
+from services.db.session import Database, DatabaseError
 from services.db.stats import executions_by_status, tool_calls_by_outcome
 from services.settings import StudioSettings
 
@@ -29,10 +27,9 @@ def healthz() -> Health:
 
 def _database_state(db: Database) -> dict[str, object]:
     try:
-        with db.engine.connect() as connection:
-            connection.execute(text("SELECT 1"))
+        db.ping()
         current = migrate.current_revisions(db.engine)
-    except SQLAlchemyError as exc:
+    except DatabaseError as exc:
         return {"reachable": False, "migrated": False, "error": type(exc).__name__}
     heads = migrate.head_revisions()
     return {"reachable": True, "migrated": current == heads, "current": sorted(current),

@@ -14,6 +14,7 @@ from services.db.runtime_settings import (
     RUNTIME_SETTINGS,
     InvalidSettingValue,
     SettingsRepository,
+    UnknownSetting,
 )
 from services.db.session import Database
 from services.execution.errors import ErrorCode
@@ -26,8 +27,7 @@ KILLSWITCH = "killswitch_engaged"
 
 def _known(key: str) -> str:
     if key not in RUNTIME_SETTINGS:
-        raise ApiError(f"no runtime setting {key!r}", code=ErrorCode.NOT_FOUND,
-                       details={"key": key, "known": sorted(RUNTIME_SETTINGS)})
+        raise UnknownSetting(key)
     return key
 
 

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from services.execution.tool_domains import command, git, workspace
+from services.execution.tool_domains.command import tools as command
 from services.execution.tool_domains.dispatch import ToolRegistry
+from services.execution.tool_domains.git import tools as git
+from services.execution.tool_domains.workspace import tools as workspace
 
 
 def default_registry() -> ToolRegistry:

@@ -1,0 +1,101 @@
+"""Workspace checkpoints and the fenced tool-call records of a durable execution: the SQL.
+
+What a checkpoint is and when one is taken is drawn in :mod:`services.runs.checkpoints`; this
+module stores and reads them. A call's record and the checkpoint taken after it go in one
+transaction, fenced by the lease epoch (the execution row locked until commit).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from services.db.evidence import record_tool_call
+from services.db.journal import StaleLease
+from services.db.models import NodeExecution, ToolCallRecord, WorkspaceCheckpoint
+from services.db.session import Database
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """One snapshot of a workspace's changes against ``base_commit``."""
+
+    base_commit: str
+    patch: bytes | None
+    size_bytes: int
+    sha256: str
+
+    @property
+    def available(self) -> bool:
+        return self.patch is not None
+
+
+def add_checkpoint(session: Session, execution_id: str, checkpoint: Checkpoint,
+                   call_id: str | None, *, epoch: int | None = None,
+                   owner: str | None = None) -> int:
+    """Insert ``checkpoint`` as the execution's next one, taken by the attempt ``epoch`` in
+    the process ``owner``; answers its sequence number."""
+    last = session.execute(select(func.max(WorkspaceCheckpoint.seq))
+                           .where(WorkspaceCheckpoint.execution_id == execution_id)
+                           ).scalar_one_or_none()
+    seq = int(last or 0) + 1
+    session.add(WorkspaceCheckpoint(
+        execution_id=execution_id, seq=seq, call_id=call_id,
+        base_commit=checkpoint.base_commit, available=checkpoint.available,
+        size_bytes=checkpoint.size_bytes, sha256=checkpoint.sha256, patch=checkpoint.patch,
+        lease_epoch=epoch, owner=owner,
+    ))
+    return seq
+
+
+def check_epoch(session: Session, execution_id: str, epoch: int) -> None:
+    """Raise :class:`StaleLease` unless ``epoch`` is current (the row locked until commit)."""
+    current = session.execute(
+        select(NodeExecution.lease_epoch).where(NodeExecution.id == execution_id)
+        .with_for_update()).scalar_one_or_none()
+    if current != epoch:
+        raise StaleLease(f"lease epoch {epoch} is stale (now {current})",
+                         details={"execution_id": execution_id})
+
+
+class CheckpointRepository:
+    """An execution's checkpoints, and its tool-call records fenced by the lease epoch."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def latest(self, execution_id: str) -> WorkspaceCheckpoint | None:
+        query = (select(WorkspaceCheckpoint)
+                 .where(WorkspaceCheckpoint.execution_id == execution_id)
+                 .order_by(WorkspaceCheckpoint.seq.desc()).limit(1))
+        with self.db.session() as session:
+            return session.scalars(query).first()
+
+    def count(self, execution_id: str) -> int:
+        with self.db.session() as session:
+            return int(session.execute(
+                select(func.count()).select_from(WorkspaceCheckpoint)
+                .where(WorkspaceCheckpoint.execution_id == execution_id)).scalar_one())
+
+    def envelope(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
+        """The recorded envelope of a tool call, or ``None`` when the call has no record."""
+        with self.db.session() as session:
+            envelope = session.execute(
+                select(ToolCallRecord.envelope).where(
+                    ToolCallRecord.execution_id == execution_id,
+                    ToolCallRecord.call_id == call_id)).scalar_one_or_none()
+        return dict(envelope) if envelope is not None else None
+
+    def record_call(self, execution_id: str, call_id: str, envelope: dict[str, Any], *,
+                    epoch: int, checkpoint: Checkpoint | None, owner: str | None) -> None:
+        """Record a call's (redacted) envelope and the checkpoint taken after it, in one
+        transaction fenced by ``epoch`` (:class:`StaleLease` when it is no longer current)."""
+        with self.db.session() as session:
+            check_epoch(session, execution_id, epoch)
+            record_tool_call(session, execution_id, call_id, envelope=envelope)
+            if checkpoint is not None:
+                add_checkpoint(session, execution_id, checkpoint, call_id, epoch=epoch,
+                               owner=owner)

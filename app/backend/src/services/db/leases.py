@@ -1,0 +1,137 @@
+"""``LeaseStore``: the lease columns of ``node_executions``, one conditional ``UPDATE`` each.
+
+The lease protocol (owner, epoch, expiry, fencing, the heartbeat) is drawn in
+:mod:`services.runs.leases`; this module is its SQL. Every method is one transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import or_, select, update
+
+from services.db.base import utcnow
+from services.db.executions import UnknownExecution
+from services.db.journal import StaleLease
+from services.db.models import NodeExecution
+from services.db.session import Database
+from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
+
+
+class LeaseStore:
+    """The lease operations on one database."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def claim(self, execution_id: str, owner: str, ttl_s: float) -> int | None:
+        """Take the lease; the new epoch, or ``None`` when it is held or the execution is final.
+        Raises :class:`UnknownExecution` for an unknown id."""
+        now = utcnow()
+        statement = (
+            update(NodeExecution)
+            .where(NodeExecution.id == execution_id,
+                   NodeExecution.status.not_in(sorted(FINAL_STATUSES)),
+                   or_(NodeExecution.lease_owner.is_(None),
+                       NodeExecution.lease_expires_at.is_(None),
+                       NodeExecution.lease_expires_at < now))
+            .values(lease_owner=owner, lease_epoch=NodeExecution.lease_epoch + 1,
+                    lease_expires_at=now + timedelta(seconds=ttl_s), status=ExecutionStatus.CLAIMED,
+                    updated_at=now)
+            .returning(NodeExecution.lease_epoch)
+        )
+        with self.db.session() as session:
+            epoch = session.execute(statement).scalar_one_or_none()
+            if epoch is None and session.get(NodeExecution, execution_id) is None:
+                raise UnknownExecution(execution_id)
+        return int(epoch) if epoch is not None else None
+
+    def heartbeat(self, execution_id: str, owner: str, epoch: int, ttl_s: float) -> bool:
+        """Extend the lease; ``False`` when it is no longer ours (lost)."""
+        now = utcnow()
+        with self.db.session() as session:
+            result = session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                       NodeExecution.lease_epoch == epoch)
+                .values(lease_expires_at=now + timedelta(seconds=ttl_s))
+            )
+            return bool(result.rowcount)  # type: ignore[attr-defined]
+
+    def release(self, execution_id: str, owner: str, epoch: int) -> None:
+        """Give the lease up (nothing happens when it is no longer ours)."""
+        with self.db.session() as session:
+            session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                       NodeExecution.lease_epoch == epoch)
+                .values(lease_owner=None, lease_expires_at=None)
+            )
+
+    def current_epoch(self, execution_id: str) -> int | None:
+        with self.db.session() as session:
+            epoch = session.execute(select(NodeExecution.lease_epoch)
+                                    .where(NodeExecution.id == execution_id)).scalar_one_or_none()
+        return int(epoch) if epoch is not None else None
+
+    def guarded_update(self, execution_id: str, epoch: int, values: Mapping[str, Any]) -> None:
+        """Update the execution row only while ``epoch`` is current, else :class:`StaleLease`."""
+        with self.db.session() as session:
+            result = session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == execution_id, NodeExecution.lease_epoch == epoch)
+                .values(updated_at=utcnow(), **values)
+            )
+            if not result.rowcount:  # type: ignore[attr-defined]
+                raise stale(execution_id, epoch)
+
+    def expired(self, *, limit: int = 100) -> list[str]:
+        """Executions in an active status whose lease expired (what the reaper re-dispatches)."""
+        now = utcnow()
+        query = (select(NodeExecution.id)
+                 .where(NodeExecution.status.in_(sorted(ACTIVE_STATUSES)),
+                        NodeExecution.lease_expires_at.is_not(None),
+                        NodeExecution.lease_expires_at < now)
+                 .order_by(NodeExecution.lease_expires_at).limit(limit))
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+    def mark_dispatched(self, execution_id: str) -> None:
+        """Record that a worker message is being sent for the execution (now)."""
+        with self.db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                            .values(dispatched_at=utcnow()))
+
+    def unclaimed(self, older_than_s: float, *, limit: int = 100) -> list[str]:
+        """Executions dispatched more than ``older_than_s`` ago and still queued, never claimed
+        (their message was lost with the worker that took it). Each is stamped dispatched again
+        in the same statement, so the next pass (or another reaper) leaves it alone until the
+        bound has passed once more."""
+        now = utcnow()
+        due = (select(NodeExecution.id)
+               .where(NodeExecution.status == ExecutionStatus.QUEUED,
+                      NodeExecution.lease_epoch == 0,
+                      NodeExecution.dispatched_at.is_not(None),
+                      NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
+               .order_by(NodeExecution.dispatched_at).limit(limit))
+        statement = (update(NodeExecution)
+                     .where(NodeExecution.id.in_(due.scalar_subquery()),
+                            NodeExecution.status == ExecutionStatus.QUEUED,
+                            NodeExecution.lease_epoch == 0)
+                     .values(dispatched_at=now).returning(NodeExecution.id))
+        with self.db.session() as session:
+            return sorted(session.scalars(statement))
+
+    def live(self) -> list[str]:
+        """Executions that are not final (their workspaces are not orphans)."""
+        query = select(NodeExecution.id).where(
+            NodeExecution.status.not_in(sorted(FINAL_STATUSES)))
+        with self.db.session() as session:
+            return list(session.scalars(query))
+
+
+def stale(execution_id: str, epoch: int) -> StaleLease:
+    return StaleLease(f"lease epoch {epoch} of execution {execution_id} is no longer current",
+                      details={"execution_id": execution_id, "epoch": epoch})

@@ -1,0 +1,41 @@
+"""``ExecutionStatus``: the one list of the statuses a node execution goes through.
+
+Lifecycle (``node_executions.status``)::
+
+    QUEUED --> CLAIMED --> RUNNING --> FINALIZING --> SUCCEEDED | FAILED | CANCELLED | STALLED
+               (lease      (workspace    (commit,
+                taken)      provisioned,  push, PR)
+                            the loop)
+
+A plain run (no repository) goes from ``QUEUED`` to ``RUNNING`` and then to a final status; a
+repository run takes every step. An expired lease in an active status (:data:`ACTIVE_STATUSES`)
+hands the execution to the reaper, which re-dispatches it; a final status
+(:data:`FINAL_STATUSES`) never changes again. The API's list filter, the metrics and the lease
+queries all name statuses through this enum.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ExecutionStatus(StrEnum):
+    """Where a node execution is in its lifecycle (the module docstring draws it)."""
+
+    QUEUED = "queued"
+    CLAIMED = "claimed"
+    RUNNING = "running"
+    FINALIZING = "finalizing"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    STALLED = "stalled"
+
+
+FINAL_STATUSES = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED,
+                            ExecutionStatus.CANCELLED, ExecutionStatus.STALLED})
+"""Statuses an execution never leaves."""
+
+ACTIVE_STATUSES = frozenset({ExecutionStatus.CLAIMED, ExecutionStatus.RUNNING,
+                             ExecutionStatus.FINALIZING})
+"""Statuses held under a lease: an expired lease in one of them is the reaper's to re-dispatch."""

@@ -1,0 +1,85 @@
+"""The tool runner the loop and the tool gateway share: dispatch, loop detection, events.
+
+FrontierAgent runs a turn-based provider's tool calls through it; the tool gateway of a
+self-driving provider (claude) runs the calls of the provider's own loop through the same
+runner. Neither knows the other: each holds a :class:`ToolRunner`, and a call's result is a
+value (:class:`ToolStep`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import anyio
+
+from services.execution.envelope import envelope_to_json
+from services.execution.errors import ErrorCode
+from services.execution.guards import LoopDetector, LoopVerdict
+from services.execution.messages import ToolCall
+from services.execution.outcomes import StopRun
+from services.execution.ports import AgentEvent, AgentEventKind, EventSink
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher
+
+
+@dataclass(frozen=True)
+class ToolStep:
+    """One dispatched call: its envelope, a warning for the model, the stop it calls for."""
+
+    envelope: dict[str, Any]
+    warning: str | None = None
+    stop: StopRun | None = None
+
+
+@dataclass
+class ToolRunner:
+    """Dispatches calls with their events and loop detection, for one execution.
+
+    ``inline``: a turn-based loop has nothing else to run while a tool works, so it dispatches
+    in place; a self-driving engine's session (its CLI transport) shares the event loop, so its
+    calls run in a worker thread.
+    """
+
+    dispatcher: Dispatcher
+    ctx: ToolDomainContext
+    sink: EventSink
+    loops: LoopDetector
+    provider: str
+    inline: bool
+
+    def emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
+        self.sink.emit(AgentEvent(kind=kind, execution_id=self.ctx.execution_id, cycle=cycle,
+                                  data=data))
+
+    def warn(self, code: str, message: str, cycle: int = 0) -> None:
+        self.emit(AgentEventKind.WARNING, cycle, {"code": code, "message": message})
+
+    def normalize(self, call_id: str, name: str, args: dict[str, Any]) -> ToolCall:
+        """A provider's raw call as a neutral :class:`ToolCall`."""
+        return self.dispatcher.normalize(call_id, name, args)
+
+    async def run(self, call: ToolCall, cycle: int) -> ToolStep:
+        """Dispatch one call; a repeated outcome adds a warning, or the stop of the run."""
+        self.emit(AgentEventKind.TOOL_CALL, cycle, {"call": call.model_dump(mode="json")})
+        if self.inline:
+            outcome = self.dispatcher.dispatch(call, self.ctx)
+        else:
+            outcome = await anyio.to_thread.run_sync(self.dispatcher.dispatch, call, self.ctx)
+        envelope = envelope_to_json(outcome)
+        self.emit(AgentEventKind.TOOL_RESULT, cycle, {
+            "call": call.model_dump(mode="json"), "envelope": envelope,
+            "provider": self.provider,
+        })
+        verdict, count = self.loops.observe(call, envelope)
+        if verdict is LoopVerdict.STOP:
+            return ToolStep(envelope, stop=StopRun(
+                ErrorCode.LOOP_DETECTED,
+                f"{call.tool_name} repeated {count} times with the same outcome"))
+        if verdict is LoopVerdict.WARN:
+            text = (f"Warning: you called {call.tool_name} with the same arguments {count} times "
+                    "and got the same outcome each time. Change your approach; at "
+                    f"{self.loops.stop_at} repetitions the run stops.")
+            self.warn("loop_warning", text, cycle)
+            return ToolStep(envelope, warning=text)
+        return ToolStep(envelope)

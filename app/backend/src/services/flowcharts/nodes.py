@@ -1,0 +1,219 @@
+"""Running one work node of a flowchart run: an agent node or a command node.
+
+Both are node executions (rows of ``node_executions`` linked to the run by ``flowchart_run_id``
+and ``node_id``). An agent node is one :class:`~services.runs.service.ExecutionService` run with its
+prompt rendered from upstream results; a command node is one ``command.run`` through the command
+domain (confinement, sandbox, scrubbed environment), recorded as a keyed tool call of its
+execution. :class:`NodeOutcome` is what the run service records on the node.
+"""
+
+from __future__ import annotations
+
+import shlex
+import uuid
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from services.composition import command_sandbox
+from services.db.executions import ExecutionRepository
+from services.db.idempotency import DbIdempotencyStore
+from services.db.models import NodeExecution
+from services.db.redaction import Redactor
+from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
+from services.db.session import Database
+from services.execution.envelope import SuccessEnvelope
+from services.execution.errors import ExecutionError
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher
+from services.execution.tool_domains.registry import default_registry
+from services.flowcharts.graph import AgentConfig, CommandConfig, NodeSpec, NodeState
+from services.flowcharts.templates import render_template
+from services.flowcharts.workspace import (
+    WorkspaceRefused,
+    resolve_node_workspace,
+    runs_directory,
+)
+from services.repos.workspaces import workspace_root
+from services.runs.durable import execute_execution
+from services.runs.request import ExecutionRequest, create_execution
+from services.runs.service import ExecutionService, RunRequest
+from services.settings import StudioSettings
+
+
+@dataclass(frozen=True)
+class NodeOutcome:
+    state: NodeState
+    result: dict[str, Any] | None = None
+    error_code: str | None = None
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class NodeJob:
+    """Everything a work node needs: where it runs, what it sees, how it is linked."""
+
+    run_id: str
+    node: NodeSpec
+    node_row_id: str | None
+    workspace: str | None  # the run's directory
+    context: dict[str, Any]
+    # the node's own workspace, resolved and checked once when it starts (see resolve_workspace)
+    node_workspace: Path | None = None
+
+
+class NodeRunner:
+    """Creates the node execution of a job and runs it."""
+
+    def __init__(self, db: Database, settings: StudioSettings) -> None:
+        self.db = db
+        self.settings = settings
+        self.executions = ExecutionRepository(db)
+
+    def resolve_workspace(self, job: NodeJob) -> NodeJob:
+        """``job`` with its node's workspace resolved and checked, once, as the node starts:
+        the run's directory or its ``config.workspace`` subdirectory (agent nodes), a real
+        directory strictly inside the run's directory (:mod:`services.flowcharts.workspace`)."""
+        if job.node.type == "agent" and AgentConfig.model_validate(job.node.config).repo_url:
+            return job  # a repository node works in a clone of its own
+        if job.workspace is None:
+            raise WorkspaceRefused("the run has no directory of its own")
+        name = (AgentConfig.model_validate(job.node.config).workspace
+                if job.node.type == "agent" else None)
+        run_dir = Path(job.workspace)
+        api_run = run_dir.is_relative_to(runs_directory(self.settings))
+        resolved = resolve_node_workspace(
+            run_dir, name, workspaces=workspace_root(self.settings) if api_run else None)
+        return replace(job, node_workspace=resolved)
+
+    @staticmethod
+    def workspace(job: NodeJob) -> Path:
+        if job.node_workspace is None:
+            raise WorkspaceRefused(f"node {job.node.id!r}: its workspace was not resolved")
+        return job.node_workspace
+
+    # -- agent ------------------------------------------------------------------------------
+
+    def agent_request(self, job: NodeJob) -> RunRequest | ExecutionRequest:
+        """The request of an agent node (a repository one when the node names a ``repo_url``);
+        raises ``TemplateRenderError`` on a bad prompt."""
+        config = AgentConfig.model_validate(job.node.config)
+        node_config = ({NODE_CUTOVER_OVERRIDE: config.cutover_override}
+                       if config.cutover_override is not None else {})
+        prompt = render_template(job.node.id, config.prompt, job.context)
+        if config.repo_url is not None:
+            return ExecutionRequest(
+                provider=config.provider, prompt=prompt, repo_url=config.repo_url,
+                model=config.model, base_branch=config.base_branch,
+                pull_request=config.pull_request, script=config.replay_script,
+                github_repo=config.github_repo, limit_overrides=dict(config.limits),
+                node_config=node_config,
+            )
+        return RunRequest(
+            provider=config.provider, prompt=prompt,
+            workspace=self.workspace(job), model=config.model,
+            script=config.replay_script, limit_overrides=dict(config.limits),
+            node_config=node_config,
+        )
+
+    def create_agent_execution(self, job: NodeJob,
+                               request: RunRequest | ExecutionRequest) -> str:
+        if isinstance(request, ExecutionRequest):
+            return create_execution(self.db, request, Redactor.from_settings(self.settings),
+                                    settings=self.settings, flowchart_run_id=job.run_id,
+                                    node_id=job.node_row_id)
+        return ExecutionService(self.db, self.settings).create(
+            request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
+
+    def run_agent(self, job: NodeJob, execution_id: str,
+                  request: RunRequest | ExecutionRequest) -> NodeOutcome:
+        try:
+            if isinstance(request, ExecutionRequest):  # lease, clone, loop, push, PR
+                execute_execution(execution_id, settings=self.settings, db=self.db)
+            else:
+                ExecutionService(self.db, self.settings).execute(execution_id, request)
+        except ExecutionError as exc:  # recorded on the execution by the service already
+            return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
+                               error_message=f"node {job.node.id!r}: {exc.message}")
+        row = self.executions.get(execution_id)
+        assert row is not None
+        config = AgentConfig.model_validate(job.node.config)
+        return agent_outcome(job.node.id, row, continue_on_failure=config.continue_on_failure)
+
+    # -- command ----------------------------------------------------------------------------
+
+    def command_args(self, job: NodeJob) -> dict[str, Any]:
+        """The ``command.run`` arguments, templates rendered."""
+        config = CommandConfig.model_validate(job.node.config)
+        args: dict[str, Any] = {"cwd": config.cwd, "timeout_s": config.timeout_s,
+                                "env": dict(config.env)}
+        if config.argv is not None:
+            args["argv"] = [render_template(job.node.id, item, job.context)
+                            for item in config.argv]
+        else:
+            args["command"] = render_template(job.node.id, config.command or "", job.context)
+        return args
+
+    def create_command_execution(self, job: NodeJob, args: dict[str, Any]) -> str:
+        config = CommandConfig.model_validate(job.node.config)
+        text = shlex.join(args["argv"]) if "argv" in args else str(args["command"])
+        return self.executions.create(
+            provider="command", model="", prompt=text,
+            workspace=str(self.workspace(job)), runtime="command",
+            limits={"timeout_s": config.timeout_s}, flowchart_run_id=job.run_id,
+            node_id=job.node_row_id,
+        )
+
+    def run_command(self, job: NodeJob, execution_id: str, args: dict[str, Any]) -> NodeOutcome:
+        config = CommandConfig.model_validate(job.node.config)
+        workspace = self.workspace(job)
+        self.executions.mark_running(execution_id)
+        ctx = ToolDomainContext(
+            workspace_root=workspace, execution_id=execution_id, request_id=str(uuid.uuid4()),
+            correlation_id=execution_id, sandbox=command_sandbox(self.settings),
+        )
+        dispatcher = Dispatcher(default_registry(), DbIdempotencyStore(self.db))
+        call = dispatcher.normalize(f"node-{job.node.id}", "command_run", args)
+        envelope = dispatcher.dispatch(call, ctx)
+        if not isinstance(envelope, SuccessEnvelope):
+            error = envelope.error
+            message = f"node {job.node.id!r}: command refused: {error.message}"
+            self.executions.finish(execution_id, status="failed", outcome="error",
+                                   error_code=error.code.value, error_message=message)
+            return NodeOutcome(NodeState.FAILED, error_code=error.code.value,
+                               error_message=message)
+        result = dict(envelope.result)
+        ok = result.get("exit_code") == 0 and not result.get("timed_out")
+        result["status"] = "success" if ok else "failed"
+        succeeded = ok or config.continue_on_failure
+        failure: str | None = None
+        if not ok:
+            failure = (f"node {job.node.id!r}: command exited with {result.get('exit_code')}"
+                       + (" (timed out)" if result.get("timed_out") else ""))
+        self.executions.finish(execution_id, status="succeeded" if ok else "failed",
+                               outcome="finished", result=result,
+                               error_code=None if ok else "command_failed",
+                               error_message=failure)
+        if succeeded:
+            return NodeOutcome(NodeState.SUCCEEDED, result=result)
+        return NodeOutcome(NodeState.FAILED, result=result, error_code="command_failed",
+                           error_message=failure)
+
+
+def agent_outcome(node_id: str, row: NodeExecution, *, continue_on_failure: bool) -> NodeOutcome:
+    """The node's outcome from its finished execution.
+
+    ``succeeded`` follows the execution; with ``continue_on_failure`` an agent that answered
+    (outcome ``finished``) with status ``failed`` or ``blocked`` succeeds too, so a decision can
+    route on that status.
+    """
+    result = row.result
+    if row.status == "succeeded" or (continue_on_failure and row.outcome == "finished"):
+        return NodeOutcome(NodeState.SUCCEEDED, result=result)
+    if row.status == "cancelled":
+        return NodeOutcome(NodeState.CANCELLED, result=result, error_code="cancelled",
+                           error_message=f"node {node_id!r}: execution cancelled")
+    summary = (result or {}).get("summary") or row.error_message or row.outcome
+    return NodeOutcome(NodeState.FAILED, result=result,
+                       error_code=row.error_code or "node_failed",
+                       error_message=f"node {node_id!r}: execution {row.status}: {summary}")

@@ -1,0 +1,130 @@
+"""A local cache of bare mirrors, one per repository, so a repeated clone costs little.
+
+Layout under ``root``: ``<digest>.git`` (a bare repository holding the remote's branches and tags),
+``<digest>.lock`` (an ``fcntl`` lock file) and ``<digest>.used`` (touched at each use: the LRU
+clock). ``digest`` hashes the repository's normalized URL (:attr:`ValidatedRepo.cache_key`).
+
+:meth:`MirrorCache.checkout` takes the mirror's lock (exclusive: one execution updates or reads a
+mirror at a time), updates it with ``git fetch --prune`` straight from the URL (no remote, no URL
+and no credential stored in the mirror's config; the token comes as ``GIT_CONFIG_*``
+environment), and yields its path while the caller clones with
+``git clone --reference <mirror> --dissociate``: the remote then sends only what the mirror lacks,
+and the clone copies the objects it borrowed so it does not depend on the mirror afterwards.
+When the mirrors together exceed ``size_cap_bytes``, the least recently used are deleted (never
+the one in use, never one another process holds).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import logging
+import os
+import shutil
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+from services.execution.tool_domains.git.runner import run_git
+from services.repos.urls import ValidatedRepo
+
+log = logging.getLogger(__name__)
+DEFAULT_MIRROR_CAP_BYTES = 5 * 1024**3
+MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+
+
+def tree_size(path: Path) -> int:
+    """Bytes used by the files under ``path`` (symlinks not followed)."""
+    total = 0
+    for dirpath, _dirs, files in os.walk(path):
+        for name in files:
+            with contextlib.suppress(OSError):
+                total += os.lstat(os.path.join(dirpath, name)).st_size
+    return total
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path, *, blocking: bool = True) -> Iterator[bool]:
+    """Hold an exclusive ``flock`` on ``lock_path``; yields False when non-blocking and busy."""
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        flags = fcntl.LOCK_EX | (0 if blocking else fcntl.LOCK_NB)
+        try:
+            fcntl.flock(fd, flags)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+class MirrorCache:
+    """Bare mirrors under ``root``, evicted least-recently-used beyond ``size_cap_bytes``."""
+
+    def __init__(self, root: Path, size_cap_bytes: int = DEFAULT_MIRROR_CAP_BYTES) -> None:
+        self.root = root
+        self.size_cap_bytes = size_cap_bytes
+
+    def mirror_path(self, repo: ValidatedRepo) -> Path:
+        return self.root / f"{repo.digest}.git"
+
+    def _lock_path(self, mirror: Path) -> Path:
+        return mirror.with_suffix(".lock")
+
+    def _used_path(self, mirror: Path) -> Path:
+        return mirror.with_suffix(".used")
+
+    @contextlib.contextmanager
+    def checkout(self, repo: ValidatedRepo, env: Mapping[str, str]) -> Iterator[Path]:
+        """The up-to-date mirror of ``repo``, locked for as long as the caller holds it."""
+        self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        mirror = self.mirror_path(repo)
+        with _locked(self._lock_path(mirror)):
+            self._update(repo, mirror, env)
+            self._used_path(mirror).touch()
+            yield mirror
+        self.evict(keep=mirror)
+
+    def _update(self, repo: ValidatedRepo, mirror: Path, env: Mapping[str, str]) -> None:
+        if not (mirror / "HEAD").is_file():
+            shutil.rmtree(mirror, ignore_errors=True)
+            run_git(self.root, ["init", "--quiet", "--bare", "--", str(mirror)])
+        log.info("updating mirror %s of %s", mirror.name, repo.cache_key)
+        run_git(mirror, ["fetch", "--quiet", "--prune", "--no-tags", "--no-recurse-submodules",
+                         "--upload-pack=git-upload-pack", "--end-of-options", repo.url,
+                         *MIRROR_REFSPECS], env_extra=env)
+
+    def mirrors(self) -> list[Path]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p for p in self.root.glob("*.git") if p.is_dir())
+
+    def evict(self, *, keep: Path | None = None) -> list[Path]:
+        """Delete least recently used mirrors until the total fits the cap; the deleted paths."""
+        sizes = {m: tree_size(m) for m in self.mirrors()}
+        total = sum(sizes.values())
+        removed: list[Path] = []
+        by_age = sorted(sizes, key=self._last_used)
+        for mirror in by_age:
+            if total <= self.size_cap_bytes:
+                break
+            if mirror == keep:
+                continue
+            with _locked(self._lock_path(mirror), blocking=False) as acquired:
+                if not acquired:
+                    continue
+                shutil.rmtree(mirror, ignore_errors=True)
+                self._used_path(mirror).unlink(missing_ok=True)
+            total -= sizes[mirror]
+            removed.append(mirror)
+            log.info("evicted mirror %s (%d bytes)", mirror.name, sizes[mirror])
+        return removed
+
+    def _last_used(self, mirror: Path) -> float:
+        try:
+            return self._used_path(mirror).stat().st_mtime
+        except FileNotFoundError:
+            return 0.0

@@ -1,0 +1,15 @@
+"""Durable runs: one node execution from its request to its final status, across crashes.
+
+* :mod:`~services.runs.request`: what an execution was asked to do, recorded on its row;
+* :mod:`~services.runs.service`: record an execution, run the FrontierAgent loop on it, finish it;
+* :mod:`~services.runs.durable`: the repository path (lease, clone, resume, finalize);
+* :mod:`~services.runs.leases`: one live owner per execution, fenced by an epoch;
+* :mod:`~services.runs.checkpoints`: what a resumed execution restores;
+* :mod:`~services.runs.claimed_changes`: what a run claims to have changed;
+* :mod:`~services.runs.finalize`: commit, push and open the pull request exactly once;
+* :mod:`~services.runs.reaper`: re-dispatch executions whose lease expired.
+
+May import :mod:`services.repos`, :mod:`services.db`, :mod:`services.execution`,
+:mod:`services.composition` and :mod:`services.settings`; never the worker, the API, the CLI or
+the flowcharts (checked by import-linter's layers contract).
+"""

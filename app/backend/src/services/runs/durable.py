@@ -1,0 +1,410 @@
+"""The durable execution path: what ``studio execute EXECUTION_ID`` runs, wherever it runs.
+
+Lifecycle of a repository execution (:class:`~services.db.status.ExecutionStatus`)::
+
+    queued -> claimed -> running -> finalizing -> succeeded | failed | cancelled | stalled
+              (lease)    (workspace   (commit,
+                          provisioned, push, PR)
+                          the loop)
+
+:func:`execute_execution` claims the lease (a live lease held elsewhere, or a final status: it
+does nothing), keeps it alive with a heartbeat thread, provisions the workspace (a resumed
+execution re-clones at its recorded base commit and applies its last checkpoint), rebuilds the
+conversation from the journal and runs FrontierAgent on it (recorded tool calls are answered
+from their records, interrupted ones repaired), then finalizes (:mod:`services.runs.finalize`).
+A journal that already ends with ``finished`` skips the loop and goes straight to finalization,
+so a crash between the loop and the pull request is picked up by the retry. Every write is
+fenced by the lease epoch; a process that lost its lease stops with ``StaleLease`` and leaves
+the execution to the new holder.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from services.composition import EngineRequest, command_sandbox
+from services.db.base import utcnow
+from services.db.budget import DbBudget
+from services.db.checkpoints import CheckpointRepository
+from services.db.control import DbRunControl
+from services.db.executions import ExecutionRepository
+from services.db.journal import DbEventSink, StaleLease
+from services.db.leases import LeaseStore
+from services.db.models import NodeExecution
+from services.db.redaction import Redactor
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database, open_database
+from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.execution.conversation import rebuild_messages, recorded_usage
+from services.execution.errors import ErrorCode, ExecutionError, StudioError
+from services.execution.messages import AgentResult, AgentStatus
+from services.execution.outcomes import Outcome, RunResult, UsageTotals
+from services.execution.ports import (
+    AgentEvent,
+    AgentEventKind,
+    EventSink,
+    GitAuth,
+)
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.git.runner import GitAuthor, run_git
+from services.repos.urls import validate_repo_url
+from services.repos.workspaces import (
+    DiskGuard,
+    Workspace,
+    adopt_workspace,
+    cleanup,
+    disk_room_check,
+    provision_workspace,
+    remote_branch_sha,
+)
+from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
+from services.runs.claimed_changes import claimed_changes
+from services.runs.finalize import Finalized, FinalizeRequest, finalize
+from services.runs.leases import (
+    Heartbeat,
+    LapseHandler,
+    Lease,
+    LeaseControl,
+    LeaseGuardedGitAuth,
+    LeaseTimings,
+    new_owner,
+)
+from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
+from services.runs.service import (
+    LoopWiring,
+    agent_limits,
+    final_status,
+    run_loop,
+    transcript_dir,
+)
+from services.settings import StudioSettings, get_settings
+
+log = logging.getLogger(__name__)
+
+FINALIZE_ATTEMPTS = 3
+FINALIZE_BACKOFF_S = 1.0
+
+# Called with the execution id when ``studio executions cancel`` asks a run to stop: substrates
+# (a local child process, a Kubernetes Job) register here to stop what they launched.
+CANCEL_HOOKS: list[Callable[[str], None]] = []
+
+
+def cancel_execution(db: Database, execution_id: str) -> None:
+    """Ask the execution to stop (checked before its next model or tool call), then tell every
+    registered substrate hook."""
+    ExecutionRepository(db).request_cancel(execution_id)
+    for hook in CANCEL_HOOKS:
+        hook(execution_id)
+
+
+@dataclass(frozen=True)
+class ExecutionOutcome:
+    """What one ``studio execute`` did: ``state`` is ``ran``, ``already_running``,
+    ``already_finished`` or ``lease_lost``."""
+
+    execution_id: str
+    state: str
+    status: str | None = None
+    run: RunResult | None = None
+    branch: str | None = None
+    head_sha: str | None = None
+    pr_url: str | None = None
+    message: str = ""
+
+    def summary(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.run.summary() if self.run is not None else {
+            "execution_id": self.execution_id}
+        data.update(state=self.state, execution_status=self.status, branch=self.branch,
+                    head_sha=self.head_sha, pr_url=self.pr_url)
+        if self.message:
+            data["message"] = self.message
+        return data
+
+    @property
+    def succeeded(self) -> bool:
+        return self.status == ExecutionStatus.SUCCEEDED
+
+
+def recorded_run(execution_id: str, provider: str, model: str,
+                 events: Sequence[tuple[str, dict[str, Any]]]) -> RunResult | None:
+    """The loop's result when the journal's last attempt already ``finished``, else ``None``."""
+    starts = [i for i, (kind, _) in enumerate(events) if kind == "started"]
+    tail = events[starts[-1]:] if starts else events
+    for kind, data in reversed(tail):
+        if kind == "finished":
+            return RunResult(
+                execution_id=execution_id, provider=provider, model=model,
+                outcome=Outcome(data["outcome"]),
+                result=AgentResult.model_validate(data["result"]),
+                usage=UsageTotals.model_validate(data.get("usage") or {}),
+                iterations=int(data.get("iterations", 0)),
+                parsed_result=bool(data.get("parsed_result")), error=data.get("error"))
+    return None
+
+
+def _failed_run(execution_id: str, row: NodeExecution, error: StudioError) -> RunResult:
+    return RunResult(execution_id=execution_id, provider=row.provider, model=row.model,
+                     outcome=Outcome.ERROR,
+                     result=AgentResult(status=AgentStatus.FAILED, summary=error.message),
+                     usage=UsageTotals(), iterations=0,
+                     error={"code": error.code.value, "message": error.message})
+
+
+def _spent(events: list[tuple[str, dict[str, Any]]]) -> UsageTotals | None:
+    """What the earlier attempts used: the per-execution budget spans every attempt."""
+    total = recorded_usage(events)
+    return UsageTotals.model_validate(total) if total is not None else None
+
+
+class DurableRun:
+    """One attempt at an execution, under a held lease."""
+
+    def __init__(self, db: Database, settings: StudioSettings, lease: Lease,
+                 sinks: Sequence[EventSink], keep_workspace: bool) -> None:
+        self.db = db
+        self.settings = settings
+        self.lease = lease
+        self.sinks = list(sinks)
+        self.keep_workspace = keep_workspace
+        self.id = lease.execution_id
+        self.author = GitAuthor(settings.git_author_name, settings.git_author_email)
+        self.redactor = Redactor.from_settings(settings)
+        self.executions = ExecutionRepository(db, self.redactor)
+
+    def run(self) -> ExecutionOutcome:
+        row = self.executions.get(self.id)
+        assert row is not None  # the claim proved it exists
+        request = ExecutionRequest.from_row(row)
+        if not row.settings_snapshot["agent_runtime_cutover_enabled"]["value"]:
+            error = ExecutionError("agent runtime cutover is off and the legacy runtime does "
+                                   "not exist yet", code=ErrorCode.UNSUPPORTED_CAPABILITY)
+            failed = _failed_run(self.id, row, error)
+            self._journal_end(failed)
+            return self._end(failed, None, row.branch)
+        wiring: GithubWiring | None = None
+        ws: Workspace | None = None
+        try:
+            repo = validate_repo_url(request.repo_url, from_api=not request.allow_local)
+            wiring = github_wiring(self.db, self.settings, request, repo)
+            self.redactor.add(wiring.token)
+            ws = self._workspace(row, request, wiring.git_auth)
+            return self._attempt(row, request, wiring, ws)
+        except StaleLease:
+            raise
+        except StudioError as error:  # provisioning or finalization failed: the run fails
+            log.warning("execution %s failed: %s", self.id, self.redactor.text(str(error)))
+            failed = _failed_run(self.id, row, error)
+            self._journal_end(failed)
+            return self._end(failed, None, row.branch)
+        finally:
+            if ws is not None and not self.keep_workspace:
+                cleanup(ws)
+            if wiring is not None:
+                wiring.close()
+
+    def _attempt(self, row: NodeExecution, request: ExecutionRequest, wiring: GithubWiring,
+                 ws: Workspace) -> ExecutionOutcome:
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        self.lease.update(status=ExecutionStatus.RUNNING, base_commit=ws.base_commit,
+                          branch=ws.branch, base_branch=ws.base_branch, workspace=str(ws.path),
+                          started_at=row.started_at or utcnow())
+        ctx = self._context(ws, request, wiring)
+        run = recorded_run(self.id, row.provider, row.model, events)
+        if run is None:
+            run = self._loop(row, request, ws, ctx, events)
+        finalized = None
+        if run.succeeded:
+            self.lease.update(status=ExecutionStatus.FINALIZING)
+            finalized = self._finalize_with_retries(ws, ctx, run, request)
+        return self._end(run, finalized, ws.branch)
+
+    def _finalize_with_retries(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
+                               request: ExecutionRequest) -> Finalized:
+        """Finalization is keyed (no second push, no second PR), so a transient failure (GitHub
+        or the git host unavailable) is simply tried again, a few times, with backoff."""
+        for attempt in range(1, FINALIZE_ATTEMPTS + 1):
+            try:
+                return self._finalize(ws, ctx, run, request)
+            except StudioError as error:
+                if not error.retryable or attempt == FINALIZE_ATTEMPTS:
+                    raise
+                delay = FINALIZE_BACKOFF_S * 2 ** (attempt - 1)
+                log.warning("execution %s: finalization attempt %d failed (%s); again in %.0fs",
+                            self.id, attempt, self.redactor.text(error.message), delay)
+                time.sleep(delay)
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    # -- workspace ----------------------------------------------------------------------------
+    def _workspace(self, row: NodeExecution, request: ExecutionRequest,
+                   git_auth: GitAuth | None) -> Workspace:
+        resumed = row.base_commit is not None
+        latest = CheckpointRepository(self.db).latest(self.id) if resumed else None
+        if latest is not None and not latest.available:
+            old = self._old_workspace(row)
+            if old is not None:
+                return adopt_workspace(old, self.lease.epoch)
+            raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
+                                 "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
+        ws = provision_workspace(self.id, request.repo_url, base_branch=row.base_branch,
+                                 git_auth=git_auth, settings=self.settings,
+                                 slug=request.slug or request.prompt,
+                                 allow_local=request.allow_local,
+                                 base_commit=row.base_commit if resumed else None,
+                                 attempt=self.lease.epoch)
+        if row.branch and ws.branch != row.branch:
+            raise ExecutionError(f"the workspace branch {ws.branch!r} is not the recorded "
+                                 f"{row.branch!r}", code=ErrorCode.SUBSTRATE_ERROR)
+        if latest is not None and latest.patch:
+            apply_checkpoint(ws.path, latest.patch, self.author)
+            log.info("execution %s resumed from checkpoint %d", self.id, latest.seq)
+        return ws
+
+    def _old_workspace(self, row: NodeExecution) -> Workspace | None:
+        if not (row.workspace and row.branch and row.base_commit and row.base_branch):
+            return None
+        path = Path(row.workspace)
+        found = run_git(path, ["rev-parse", "--abbrev-ref", "HEAD"], check=False,
+                        author=self.author) if path.is_dir() else None
+        if found is None or found.text.strip() != row.branch:
+            return None
+        return Workspace(path, row.base_branch, row.base_commit, row.branch,
+                         row.repo_url or "", self.id)
+
+    def _context(self, ws: Workspace, request: ExecutionRequest,
+                 wiring: GithubWiring) -> ToolDomainContext:
+        return ToolDomainContext(
+            workspace_root=ws.path, execution_id=self.id, request_id=str(uuid.uuid4()),
+            correlation_id=self.id, sandbox=command_sandbox(self.settings), branch=ws.branch,
+            default_branch=ws.base_branch,
+            allow_workflow_changes=request.allow_workflow_changes,
+            git_auth=LeaseGuardedGitAuth(wiring.git_auth, self.lease),
+            pull_requests=wiring.pull_requests,
+            git_author_name=self.author.name, git_author_email=self.author.email,
+            disk_check=disk_room_check(ws),
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+    def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+        limits = row.settings_snapshot["limits"]
+        latest = CheckpointRepository(self.db).latest(self.id)
+        store = CheckpointingToolStore(
+            self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
+            author=self.author, redactor=self.redactor, owner=self.lease.owner,
+            last_sha256=latest.sha256 if latest is not None else None)
+        run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{self.id[:8]}-"))
+        overrides = {**request.node_config, **request.limit_overrides}
+        settings_repo = SettingsRepository(self.db)
+        wiring = LoopWiring(
+            store=store,
+            journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
+            control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
+            budget=DbBudget(self.db, self.id, request.repo_url,
+                            float(limits["repo_daily_budget_usd"])),
+            limits=agent_limits(limits),
+            refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)),
+            spent=_spent(events),
+        )
+        try:
+            return run_loop(self.settings, EngineRequest(
+                provider=row.provider, model=row.model, workspace=ws.path, run_dir=run_dir,
+                script=request.script, transcript_dir=transcript_dir(self.settings, self.id)),
+                ctx, wiring, self.sinks, self.redactor, row.prompt,
+                rebuild_messages(events) or None)
+        finally:
+            shutil.rmtree(run_dir, ignore_errors=True)
+
+    # -- the end ------------------------------------------------------------------------------
+    def _finalize(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
+                  request: ExecutionRequest) -> Finalized:
+        auth = ctx.git_auth
+
+        def remote_sha(branch: str) -> str | None:
+            env = auth.environment(ws.remote_url) if auth is not None else {}
+            return remote_branch_sha(ws.remote_url, branch, env)
+
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        finalized = finalize(ctx, run.result, FinalizeRequest(
+            execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
+            base_commit=ws.base_commit, pull_request=request.pull_request,
+            claimed_changes=claimed_changes(run.result, events)),
+            remote_sha=remote_sha, check_lease=self.lease.check)
+        self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
+                          pr_number=finalized.pr_number)
+        return finalized
+
+    def _journal_end(self, run: RunResult) -> None:
+        """A ``finished`` event for a run that failed before its loop wrote one (live streams
+        end on it); nothing when the loop already finished (finalization failed)."""
+        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        if recorded_run(self.id, run.provider, run.model, events) is not None:
+            return
+        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(AgentEvent(
+            AgentEventKind.FINISHED, self.id, 0, run.summary()))
+
+    def _end(self, run: RunResult, finalized: Finalized | None,
+             branch: str | None) -> ExecutionOutcome:
+        error = run.error or {}
+        status = final_status(run)
+        self.lease.update(
+            status=status, outcome=run.outcome.value,
+            result=self.redactor.data(run.result.model_dump(mode="json")),
+            usage=run.usage.model_dump(mode="json"), cost_usd=run.usage.cost_usd,
+            iterations=run.iterations, error_code=error.get("code"),
+            error_message=self.redactor.text(str(error["message"])) if error else None,
+            finished_at=utcnow())
+        row = self.executions.get(self.id)
+        return ExecutionOutcome(
+            self.id, "ran", status, run, branch=branch,
+            head_sha=finalized.head_sha if finalized else None,
+            pr_url=row.pr_url if row is not None else None,
+            message=finalized.note if finalized else "")
+
+
+def execute_execution(execution_id: str, *, settings: StudioSettings | None = None,
+                      db: Database | None = None, sinks: Sequence[EventSink] = (),
+                      owner: str | None = None, keep_workspace: bool = False,
+                      on_lapse: LapseHandler | None = None) -> ExecutionOutcome:
+    """Claim, run (or resume) and finalize one recorded execution; see the module docstring.
+
+    ``on_lapse`` is called when the lease could not be renewed in time (see
+    :class:`~services.runs.leases.Heartbeat`). Raises ``UnknownExecution`` for an unknown id."""
+    settings = settings or get_settings()
+    own_db = db is None
+    database = db or open_database(settings)
+    try:
+        store = LeaseStore(database)
+        timings = LeaseTimings.from_db(database)
+        owner = owner or new_owner()
+        claimed_at = time.monotonic()
+        epoch = store.claim(execution_id, owner, timings.ttl_s)
+        if epoch is None:
+            row = ExecutionRepository(database).get(execution_id)
+            status = row.status if row is not None else None
+            if status in FINAL_STATUSES:
+                return ExecutionOutcome(execution_id, "already_finished", status,
+                                        message=f"execution already finished ({status})")
+            return ExecutionOutcome(execution_id, "already_running", status,
+                                    message="execution is already running elsewhere")
+        lease = Lease(store, execution_id, owner, epoch, timings, renewed_at=claimed_at)
+        try:
+            with Heartbeat(lease, on_lapse):
+                return DurableRun(database, settings, lease, sinks, keep_workspace).run()
+        except StaleLease:
+            log.warning("execution %s: lease epoch %d lost; this process stops", execution_id,
+                        epoch)
+            return ExecutionOutcome(execution_id, "lease_lost",
+                                    message="the lease was taken over; this process stopped")
+        finally:
+            lease.release()
+    finally:
+        if own_db:
+            database.dispose()

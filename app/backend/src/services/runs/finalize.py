@@ -1,0 +1,170 @@
+"""Finalization: commit what the agent left, push the execution's branch, open or reuse its PR.
+
+Exactly once, across crashes and retries:
+
+1. **Adopt what was pushed.** When the remote already has the execution's branch at a commit
+   that is not in our history (a crashed attempt pushed it; a resumed workspace holds the same
+   changes as uncommitted ones), that commit is fetched and the branch moved onto it
+   (``reset --soft``: the worktree is untouched), so what follows is a fast-forward or nothing.
+   A remote branch that does not descend from the base commit is refused (``push_rejected``).
+2. **Commit** what is uncommitted (``git add -A``), through the git domain's ``commit`` (so
+   ``.github/workflows/`` changes are refused unless the execution allows them), with the
+   configured identity and the agent's summary as the message. **Cross-check**: a branch that
+   then holds nothing beyond the base commit, for a run that claims changes
+   (``claimed_changes``: a result listing changes, successful edits in the journal), fails
+   with ``workspace_lost``.
+3. **Check the base branch** exists on the remote (a renamed base branch is reported as such).
+4. **Push** through the git domain's ``push`` (only the execution's branch, never forced)
+   unless the remote already has exactly this head; the lease epoch is checked right before.
+5. **Pull request** through the one keyed port shared with ``git.create_pull_request``: the
+   ledger (the execution row) is consulted first, so a retry reuses the recorded one and a
+   branch stranded without a PR by a crash gets its PR on the retry.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
+from services.execution.messages import AgentResult
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.git.args import git, head_id
+from services.execution.tool_domains.git.remote import FetchArgs, PushArgs, fetch, push
+from services.execution.tool_domains.git.tools import AddArgs, CommitArgs, add, commit
+
+log = logging.getLogger(__name__)
+
+MAX_SUBJECT = 72
+RemoteSha = Callable[[str], str | None]  # branch -> the commit the remote has, or None
+
+
+@dataclass(frozen=True)
+class FinalizeRequest:
+    execution_id: str
+    prompt: str
+    base_branch: str
+    base_commit: str
+    pull_request: bool = True
+    claimed_changes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finalized:
+    """What finalization did: the pushed head, whether this call pushed, the PR."""
+
+    branch: str
+    head_sha: str | None
+    pushed: bool
+    committed: bool
+    pr_url: str | None = None
+    pr_number: int | None = None
+    note: str = ""
+
+
+def commit_message(result: AgentResult, prompt: str) -> str:
+    """Subject from the agent's summary (else the task), body with the listed changes."""
+    summary = (result.summary or "").strip() or prompt.strip() or "Studio agent changes"
+    lines = summary.splitlines()
+    subject = lines[0][:MAX_SUBJECT].rstrip()
+    body = "\n".join(lines[1:]).strip()
+    changes = "\n".join(f"- {c}" for c in result.changes)
+    return "\n\n".join(part for part in (subject, body, changes) if part) + "\n"
+
+
+def pull_request_body(result: AgentResult, execution_id: str) -> str:
+    parts = [result.summary.strip() or "Changes made by the Studio agent."]
+    if result.changes:
+        parts.append("Changes:\n" + "\n".join(f"- {c}" for c in result.changes))
+    if result.issues:
+        parts.append("Issues:\n" + "\n".join(f"- {i}" for i in result.issues))
+    parts.append(f"Studio execution: `{execution_id}`")
+    return "\n\n".join(parts)
+
+
+def _is_ancestor(ctx: ToolDomainContext, older: str, newer: str) -> bool:
+    found = git(ctx, ["merge-base", "--is-ancestor", older, newer], check=False)
+    return found.returncode == 0
+
+
+def _adopt_remote(ctx: ToolDomainContext, branch: str, remote: str,
+                  request: FinalizeRequest) -> None:
+    """Move the local branch onto the remote's commit, keeping the worktree (step 1)."""
+    if _is_ancestor(ctx, remote, "HEAD"):
+        return
+    fetch(FetchArgs(ref=f"refs/heads/{branch}"), ctx)
+    fetched = git(ctx, ["rev-parse", "--verify", "FETCH_HEAD^{commit}"]).text.strip()
+    if fetched != remote or not _is_ancestor(ctx, request.base_commit, fetched):
+        raise ToolFailure(ErrorCode.PUSH_REJECTED,
+                          f"the remote branch {branch!r} holds commits that are not this "
+                          "execution's; it is never force-pushed",
+                          details={"branch": branch, "remote_sha": remote})
+    git(ctx, ["reset", "--soft", "--quiet", fetched])
+
+
+def _commit_leftovers(ctx: ToolDomainContext, result: AgentResult,
+                      request: FinalizeRequest) -> bool:
+    if not git(ctx, ["status", "--porcelain", "--untracked-files=all"]).text.strip():
+        return False
+    add(AddArgs(paths=["."]), ctx)
+    try:
+        commit(CommitArgs(message=commit_message(result, request.prompt)), ctx)
+    except ToolFailure as failure:
+        if failure.code is ErrorCode.NOTHING_TO_COMMIT:
+            return False
+        raise
+    return True
+
+
+def _no_lost_work(request: FinalizeRequest) -> None:
+    """Nothing to commit is fine for a run that changed nothing, not for one claiming changes."""
+    if request.claimed_changes:
+        evidence = "; ".join(request.claimed_changes)
+        raise ExecutionError(
+            f"the workspace holds no changes against the base commit, but {evidence}: the "
+            "work was lost, nothing was pushed", code=ErrorCode.WORKSPACE_LOST,
+            details={"evidence": list(request.claimed_changes),
+                     "base_commit": request.base_commit})
+
+
+def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeRequest, *,
+             remote_sha: RemoteSha, check_lease: Callable[[], None]) -> Finalized:
+    """Run the five steps of the module docstring; raises ``ToolFailure`` (the execution fails
+    with its code) or ``StaleLease`` (this process must stop)."""
+    branch = ctx.branch
+    if branch is None:
+        raise ToolFailure(ErrorCode.PROTECTED_BRANCH, "the execution has no branch to finalize")
+    if git(ctx, ["symbolic-ref", "--quiet", "--short", "HEAD"], check=False).text.strip() \
+            != branch:
+        git(ctx, ["checkout", "--quiet", branch])
+    remote = remote_sha(branch)
+    if remote is not None:
+        _adopt_remote(ctx, branch, remote, request)
+    committed = _commit_leftovers(ctx, result, request)
+    head = head_id(ctx) or ""
+    if head == request.base_commit:
+        _no_lost_work(request)
+        return Finalized(branch, None, pushed=False, committed=False,
+                         note="no changes: nothing to push")
+    if remote_sha(request.base_branch) is None:
+        raise ToolFailure(ErrorCode.GIT_ERROR,
+                          f"the base branch {request.base_branch!r} does not exist on the remote",
+                          details={"reason": "base_branch_missing",
+                                   "base_branch": request.base_branch})
+    pushed = False
+    if remote != head:
+        check_lease()
+        push(PushArgs(branch=branch, set_upstream=False), ctx)
+        pushed = True
+    if not request.pull_request or ctx.pull_requests is None:
+        note = "" if not request.pull_request else "no pull-request integration: PR skipped"
+        return Finalized(branch, head, pushed, committed, note=note)
+    ref = ctx.pull_requests.create_or_reuse(
+        execution_id=request.execution_id, workspace=ctx.resolved_workspace_root(),
+        head_branch=branch, base_branch=request.base_branch,
+        title=commit_message(result, request.prompt).splitlines()[0],
+        body=pull_request_body(result, request.execution_id), draft=False)
+    log.info("execution %s: branch %s at %s, pull request %s", request.execution_id, branch,
+             head[:12], ref.url)
+    return Finalized(branch, head, pushed, committed, pr_url=ref.url, pr_number=ref.number)

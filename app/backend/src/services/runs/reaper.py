@@ -1,0 +1,107 @@
+"""The reaper: re-dispatch executions whose lease expired or that were never claimed, and delete
+orphaned workspaces.
+
+An execution in an active status (``claimed``, ``running``, ``finalizing``) whose
+``lease_expires_at`` is in the past lost its process (a crash, a killed pod, a worker that died
+mid-task). :func:`reap_expired` hands each one to a ``Dispatch`` callable (the Celery task sender
+in a worker, an in-process runner in tests); the ``studio execute`` it leads to claims the lease
+(bumping the epoch, which fences the old process off) and resumes. Two reapers may dispatch the
+same execution: only one claim wins, the other ``studio execute`` exits doing nothing.
+
+:func:`reap_unclaimed` covers what leases cannot: an execution whose message a worker took and
+then died with, before any claim (queued, lease epoch 0). Once it has been queued for
+``queued_timeout_s`` (a runtime setting) after its last dispatch, it is dispatched again; the
+bound on how long such an execution waits is ``queued_timeout_s + reaper_interval_s``. A
+duplicate delivery is harmless (admission, then the claim, let one run).
+
+:func:`reap_workspaces` deletes execution directories under the workspace root whose execution is
+no longer live (final, or unknown), through :func:`services.repos.workspaces.reap_orphans`.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from services.db.base import utcnow
+from services.db.executions import ExecutionRepository
+from services.db.journal import DbEventSink
+from services.db.leases import LeaseStore
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.db.status import ExecutionStatus
+from services.execution.errors import ErrorCode
+from services.execution.ports import AgentEvent, AgentEventKind
+from services.repos.workspaces import reap_orphans, workspace_root
+from services.settings import StudioSettings
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[[str], Any]
+
+
+def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
+    """Dispatch every execution whose lease expired; answers their ids.
+
+    An execution that already had ``max_attempts`` attempts (its lease epoch) is not dispatched
+    again: it crashed its process every time, so it is failed (and its stream ended) instead.
+    """
+    store = LeaseStore(db)
+    max_attempts = int(SettingsRepository(db).get("max_attempts"))
+    dispatched = []
+    for execution_id in store.expired(limit=limit):
+        row = ExecutionRepository(db).get(execution_id)
+        if row is not None and row.lease_epoch >= max_attempts:
+            give_up(db, execution_id, row.lease_epoch)
+            continue
+        log.info("reaper: the lease of %s expired; dispatching it again", execution_id)
+        dispatch(execution_id)
+        dispatched.append(execution_id)
+    return dispatched
+
+
+def reap_unclaimed(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
+    """Dispatch again every execution queued, unclaimed, ``queued_timeout_s`` after its last
+    dispatch; answers their ids."""
+    bound = float(SettingsRepository(db).get("queued_timeout_s"))
+    found = LeaseStore(db).unclaimed(bound, limit=limit)
+    for execution_id in found:
+        log.warning("reaper: execution %s was dispatched over %.0fs ago and never claimed; "
+                    "dispatching it again", execution_id, bound)
+        dispatch(execution_id)
+    return found
+
+
+def give_up(db: Database, execution_id: str, attempts: int) -> None:
+    """Fail an execution that keeps dying: take its lease (fencing any survivor), finish it."""
+    store = LeaseStore(db)
+    epoch = store.claim(execution_id, f"reaper-{uuid.uuid4().hex[:8]}", 60.0)
+    if epoch is None:  # someone else claimed it meanwhile: theirs to finish
+        return
+    message = f"gave up after {attempts} attempts: each one lost its process"
+    log.warning("reaper: execution %s %s", execution_id, message)
+    DbEventSink(db, lease_epoch=epoch).emit(AgentEvent(
+        AgentEventKind.FINISHED, execution_id, 0,
+        {"execution_id": execution_id, "outcome": "error", "status": ExecutionStatus.FAILED.value,
+         "error": {"code": ErrorCode.SUBSTRATE_ERROR.value, "message": message}}))
+    store.guarded_update(execution_id, epoch, {
+        "status": ExecutionStatus.FAILED, "outcome": "error",
+        "error_code": ErrorCode.SUBSTRATE_ERROR.value, "error_message": message,
+        "finished_at": utcnow(), "lease_owner": None})
+
+
+def reap_workspaces(db: Database, settings: StudioSettings,
+                    root: Path | None = None) -> list[Path]:
+    """Delete workspace directories of executions that are no longer live."""
+    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live)
+
+
+def reap(db: Database, settings: StudioSettings, dispatch: Dispatch) -> list[str]:
+    """One full pass: re-dispatch expired and unclaimed executions, then clean orphaned
+    workspaces."""
+    reaped = reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
+    reap_workspaces(db, settings)
+    return reaped

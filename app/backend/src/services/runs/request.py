@@ -1,0 +1,126 @@
+"""What a durable execution was asked to do, recorded on its row so any process can run it.
+
+``studio execute EXECUTION_ID`` knows nothing but the id: the provider, model, prompt, repository
+URL and base branch are columns of ``node_executions``; the rest (:class:`ExecutionRequest`:
+the pull-request flag, the replay script, a GitHub repository override, the branch slug, whether
+a local path is allowed) is the row's ``request`` JSON. :func:`create_execution` records a queued
+execution with the runtime settings in force (limits and cutover, as ``studio run`` does).
+
+:func:`github_wiring` resolves the token (``STUDIO_GITHUB_TOKEN``, else the stored integration)
+and builds the git credentials and the one keyed pull-request port of an execution; the token
+goes only to the integration's git origins (:mod:`services.repos.access`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from services.composition import DEFAULT_MODELS
+from services.db.executions import ExecutionRepository
+from services.db.integrations import IntegrationRepository
+from services.db.models import NodeExecution
+from services.db.pr_ledger import DbPullRequestLedger
+from services.db.redaction import Redactor
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.execution.ports import GitAuth, PullRequestPort
+from services.repos.access import check_new_execution, repository_access
+from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
+from services.repos.urls import ValidatedRepo, github_repo_from_url
+from services.repos.workspaces import slugify
+from services.settings import StudioSettings
+
+
+@dataclass(frozen=True)
+class ExecutionRequest:
+    """The request of one repository execution (the row's columns plus its ``request`` JSON)."""
+
+    provider: str
+    prompt: str
+    repo_url: str
+    model: str | None = None
+    base_branch: str | None = None
+    pull_request: bool = True
+    script: dict[str, Any] | None = None
+    github_repo: str | None = None
+    slug: str = ""
+    allow_local: bool = False
+    allow_workflow_changes: bool = False
+    limit_overrides: dict[str, Any] = field(default_factory=dict)
+    node_config: dict[str, Any] = field(default_factory=dict)
+
+    def stored(self) -> dict[str, Any]:
+        """The ``request`` JSON (what the columns do not hold)."""
+        data = asdict(self)
+        for column in ("provider", "prompt", "repo_url", "model", "base_branch",
+                       "limit_overrides", "node_config"):
+            data.pop(column)
+        data["slug"] = self.slug or slugify(self.prompt)
+        return data
+
+    @classmethod
+    def from_row(cls, row: NodeExecution) -> ExecutionRequest:
+        stored = dict(row.request or {})
+        known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
+                                        "allow_local", "allow_workflow_changes") if k in stored}
+        return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
+                   model=row.model, base_branch=row.base_branch, **known)
+
+
+def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
+                     settings: StudioSettings, flowchart_run_id: str | None = None,
+                     node_id: str | None = None) -> str:
+    """Record a queued execution for ``request`` (a flowchart node's when linked); its id."""
+    check_new_execution(db, settings, request.repo_url, pull_request=request.pull_request,
+                        allow_local=request.allow_local)
+    snapshot = SettingsRepository(db).snapshot({**request.node_config,
+                                                **request.limit_overrides})
+    execution_id = ExecutionRepository(db, redactor).create(
+        provider=request.provider,
+        model=request.model or DEFAULT_MODELS.get(request.provider, ""),
+        prompt=request.prompt, repo_url=request.repo_url, base_branch=request.base_branch,
+        limits=snapshot["limits"], settings_snapshot=snapshot,
+        flowchart_run_id=flowchart_run_id, node_id=node_id, request=request.stored(),
+    )
+    return execution_id
+
+
+@dataclass(frozen=True)
+class GithubWiring:
+    """The token (or none), git credentials for the repository's origin, the keyed PR port."""
+
+    token: str | None
+    git_auth: GitAuth | None
+    pull_requests: KeyedPullRequestPort | None
+    inner: GitHubPullRequests | None = None
+
+    def close(self) -> None:
+        if self.inner is not None:
+            self.inner.close()
+
+
+def resolve_token(db: Database, settings: StudioSettings) -> tuple[str | None, str]:
+    """The GitHub token (environment, then the stored integration) and the API URL."""
+    github = IntegrationRepository(db, settings).github()
+    token = github.token.get_secret_value() if github.token is not None else None
+    return token, github.api_url
+
+
+def github_wiring(db: Database, settings: StudioSettings, request: ExecutionRequest,
+                  repo: ValidatedRepo) -> GithubWiring:
+    """Credentials and the pull-request port for one execution (none for local paths); raises
+    before any network access when the repository may not be reached or asks for a pull
+    request the integration cannot open (:func:`services.repos.access.repository_access`)."""
+    token, api_url = resolve_token(db, settings)
+    if repo.local or repo.origin is None:
+        return GithubWiring(token, None, None)
+    origins = IntegrationRepository(db, settings).git_origins()
+    auth = repository_access(settings, origins, token, repo=repo,
+                             pull_request=request.pull_request, allow_local=request.allow_local)
+    if token is None or not request.pull_request:
+        return GithubWiring(token, auth, None)
+    owner, name = github_repo_from_url(repo.url, request.github_repo)
+    inner = GitHubPullRequests(api_url, token, owner, name)
+    port: PullRequestPort = inner
+    return GithubWiring(token, auth, KeyedPullRequestPort(port, DbPullRequestLedger(db)), inner)

@@ -1,0 +1,143 @@
+"""The fixtures every integration test may ask for by name (pytest finds them here).
+
+* databases: ``pg_admin``, ``postgres_url`` (the session's migrated PostgreSQL database),
+  ``fresh_pg_url`` (an empty one per test), ``postgres_db``, ``sqlite_db`` and ``db`` (each test
+  once on SQLite, once on PostgreSQL); helpers in :mod:`tests.integration.databases`;
+* ``redis_broker``: a Redis database of the test's own on the real broker (helpers in
+  :mod:`tests.integration.celery_fixtures`);
+* ``mcp_http_url``, ``mcp_config_file``, ``mcp_hub``: the two demo MCP servers and a started hub
+  (helpers in :mod:`tests.integration.mcp_fixtures`);
+* ``api``: one running ``studio api`` per test module (:mod:`tests.integration.api.server`).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from services.db.session import Database, create_db_engine, open_database
+from services.execution.mcp.bridge import McpHub
+from tests.conftest import IN_CI
+from tests.integration.api.server import ApiServer, running_api
+from tests.integration.celery_fixtures import LOCK_KEY, REDIS_HOST, REDIS_PORT, Broker
+from tests.integration.databases import (
+    PG_HOST,
+    PG_USERS,
+    admin_conninfo,
+    create_migrated_pg_database,
+    create_pg_database,
+    drop_pg_database,
+    empty_tables,
+)
+from tests.integration.mcp_fixtures import stdio_server_entry, write_mcp_config
+from tests.support.mcp_servers import running_http_server
+from tests.support.settings import sqlite_settings
+
+
+@pytest.fixture(scope="session")
+def pg_admin() -> str:
+    """A conninfo for the ``test`` database, used to create and drop test databases."""
+    conninfo = admin_conninfo()
+    if conninfo is None:
+        message = f"PostgreSQL is not reachable at {PG_HOST} (users {PG_USERS})"
+        if IN_CI:
+            pytest.fail(message)
+        pytest.skip(message)
+    return conninfo
+
+
+@pytest.fixture
+def fresh_pg_url(pg_admin: str) -> Iterator[str]:
+    """An empty PostgreSQL database of its own (migration tests)."""
+    url = create_pg_database(pg_admin)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture(scope="session")
+def postgres_url(pg_admin: str) -> Iterator[str]:
+    """The session's PostgreSQL database, migrated to head once."""
+    url = create_migrated_pg_database(pg_admin)
+    yield url
+    drop_pg_database(pg_admin, url)
+
+
+@pytest.fixture
+def postgres_db(postgres_url: str) -> Iterator[Database]:
+    db = Database(create_db_engine(postgres_url))
+    yield db
+    empty_tables(db)
+    db.dispose()
+
+
+@pytest.fixture
+def sqlite_db(tmp_path: Path) -> Iterator[Database]:
+    """An embedded SQLite database, migrated by ``open_database`` as in production."""
+    db = open_database(sqlite_settings(tmp_path / "studio.db"))
+    yield db
+    db.dispose()
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db(request: pytest.FixtureRequest) -> Database:
+    """Each test using it runs once on SQLite and once on PostgreSQL."""
+    database: Database = request.getfixturevalue(f"{request.param}_db")
+    return database
+
+
+@pytest.fixture
+def redis_broker() -> Iterator[Broker]:
+    """A Redis database no one else uses (claimed with ``SET NX`` among 1..15), with a unique
+    queue name; flushed afterwards."""
+    token = uuid.uuid4().hex
+    for number in range(15, 0, -1):
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_timeout=10)
+        if client.dbsize() == 0 and client.set(LOCK_KEY, token, nx=True, ex=3600):
+            break
+        client.close()
+    else:
+        raise RuntimeError("no free Redis database among 1..15")
+    try:
+        yield Broker(url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{number}",
+                     queue=f"studio-test-{token[:12]}", client=client)
+    finally:
+        client.flushdb()
+        client.close()
+
+
+@pytest.fixture
+def mcp_http_url() -> Iterator[str]:
+    """The URL of a streamable-HTTP demo server, running for this test only."""
+    with running_http_server() as url:
+        yield url
+
+
+@pytest.fixture
+def mcp_config_file(tmp_path: Path, mcp_http_url: str) -> Path:
+    """A config file naming the ``local`` (stdio) and ``remote`` (HTTP) demo servers."""
+    return write_mcp_config(tmp_path / "mcp.json", {
+        "local": stdio_server_entry(),
+        "remote": {"transport": "http", "url": mcp_http_url},
+    })
+
+
+@pytest.fixture
+def mcp_hub(mcp_config_file: Path) -> Iterator[McpHub]:
+    """A hub with both demo servers connected (strict: a failed server fails the fixture)."""
+    hub = McpHub.from_file(mcp_config_file, base_env={"LANG": "C.UTF-8"})
+    hub.start(strict=True)
+    try:
+        yield hub
+    finally:
+        hub.close()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    """One running ``studio api`` per test module, with its own database and git host."""
+    with running_api(tmp_path_factory.mktemp("api")) as server:
+        yield server

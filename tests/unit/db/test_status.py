@@ -1,0 +1,18 @@
+"""``ExecutionStatus``: every status is waiting, active or final, exactly one of them."""
+
+from __future__ import annotations
+
+from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
+
+
+def test_every_status_is_waiting_active_or_final() -> None:
+    waiting = {ExecutionStatus.QUEUED}
+    assert not ACTIVE_STATUSES & FINAL_STATUSES
+    assert not waiting & (ACTIVE_STATUSES | FINAL_STATUSES)
+    assert waiting | ACTIVE_STATUSES | FINAL_STATUSES == set(ExecutionStatus)
+
+
+def test_statuses_are_their_column_values() -> None:
+    assert [s.value for s in ExecutionStatus] == [
+        "queued", "claimed", "running", "finalizing", "succeeded", "failed", "cancelled", "stalled"]
+    assert ExecutionStatus("finalizing") == "finalizing"
