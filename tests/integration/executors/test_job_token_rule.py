@@ -11,9 +11,9 @@ from pydantic import SecretStr
 
 from services.db.redaction import Redactor
 from services.db.session import open_database
-from services.runs.request import ExecutionRequest, create_execution
 from services.executors.pod_manifest import build_job, job_to_dict
 from services.executors.selection import job_settings
+from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from services.worker.child import _on_integration_origin
 
