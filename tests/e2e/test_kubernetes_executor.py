@@ -37,13 +37,12 @@ from services.execution.errors import SubstrateError
 from services.executors.pod_manifest import job_name
 from services.executors.selection import kubernetes_substrate
 from services.settings import StudioSettings
-from tests.integration.celery_fixtures import (  # noqa: F401  (redis_broker: a fixture)
+from tests.integration.celery_fixtures import (
     STUDIO,
     Broker,
     WorkerProcess,
     alive,
     processes_running,
-    redis_broker,
     start_worker,
     wait_for,
 )
@@ -185,7 +184,7 @@ def workers() -> Iterator[list[WorkerProcess]]:
 
 
 def test_an_execution_runs_as_a_job_survives_a_killed_pod_and_cancel_deletes_the_job(
-        tmp_path: Path, redis_broker: Broker, workers: list[WorkerProcess]) -> None:  # noqa: F811
+        tmp_path: Path, redis_broker: Broker, workers: list[WorkerProcess]) -> None:
     db_url = f"sqlite:///{tmp_path / 'studio.db'}"
     (tmp_path / "control").mkdir()
     with git_http_server(tmp_path / "git-host", TOKEN) as host, \

@@ -11,7 +11,8 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, TypeVar
@@ -124,3 +125,23 @@ def processes_running(*needles: str) -> list[int]:
         if all(needle in words for needle in needles) and alive(int(entry.name)):
             found.append(int(entry.name))
     return found
+
+
+@contextlib.contextmanager
+def claimed_broker() -> Iterator[Broker]:
+    """A Redis database no one else uses (claimed with ``SET NX`` among 1..15), with a unique
+    queue name; flushed afterwards."""
+    token = uuid.uuid4().hex
+    for number in range(15, 0, -1):
+        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_timeout=10)
+        if client.dbsize() == 0 and client.set(LOCK_KEY, token, nx=True, ex=3600):
+            break
+        client.close()
+    else:
+        raise RuntimeError("no free Redis database among 1..15")
+    try:
+        yield Broker(url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{number}",
+                     queue=f"studio-test-{token[:12]}", client=client)
+    finally:
+        client.flushdb()
+        client.close()

@@ -12,18 +12,16 @@
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
 from services.db.session import Database, create_db_engine, open_database
 from services.execution.mcp.bridge import McpHub
 from tests.conftest import IN_CI
 from tests.integration.api.server import ApiServer, running_api
-from tests.integration.celery_fixtures import LOCK_KEY, REDIS_HOST, REDIS_PORT, Broker
+from tests.integration.celery_fixtures import Broker, claimed_broker
 from tests.integration.databases import (
     PG_HOST,
     PG_USERS,
@@ -91,22 +89,9 @@ def db(request: pytest.FixtureRequest) -> Database:
 
 @pytest.fixture
 def redis_broker() -> Iterator[Broker]:
-    """A Redis database no one else uses (claimed with ``SET NX`` among 1..15), with a unique
-    queue name; flushed afterwards."""
-    token = uuid.uuid4().hex
-    for number in range(15, 0, -1):
-        client = redis.Redis(host=REDIS_HOST, port=REDIS_PORT, db=number, socket_timeout=10)
-        if client.dbsize() == 0 and client.set(LOCK_KEY, token, nx=True, ex=3600):
-            break
-        client.close()
-    else:
-        raise RuntimeError("no free Redis database among 1..15")
-    try:
-        yield Broker(url=f"redis://{REDIS_HOST}:{REDIS_PORT}/{number}",
-                     queue=f"studio-test-{token[:12]}", client=client)
-    finally:
-        client.flushdb()
-        client.close()
+    """A Redis database of the test's own on the real broker (:func:`claimed_broker`)."""
+    with claimed_broker() as broker:
+        yield broker
 
 
 @pytest.fixture
