@@ -54,7 +54,10 @@ GITHUB_LATENCY_S = 0.7  # a finalization takes a few seconds, as against the rea
 SLEEP = ["sleep", "1", f"0.{random.randrange(10**8):08d}"]
 FIX = {"tool": "workspace.edit_file",
        "args": {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"}}
-SCRIPT: dict[str, Any] = {"turns": [
+# A worker killed for one execution's command also interrupts the other execution it runs,
+# in the middle of any call: the scripted model asks for an interrupted call again, as a model
+# would (the edit, above all).
+SCRIPT: dict[str, Any] = {"retry_interrupted": True, "turns": [
     {"tool_calls": [{"tool": "workspace.read_file", "args": {"path": "calc.py"}}]},
     {"tool_calls": [FIX]},
     *[{"tool_calls": [{"tool": "command.run", "args": {"argv": SLEEP, "timeout_s": 60}}]}

@@ -109,7 +109,7 @@ def _ok(*calls: ToolCall) -> Message:
 
 
 def test_a_resumed_replay_asks_again_for_calls_answered_interrupted() -> None:
-    script = load_script({"turns": [
+    script = load_script({"retry_interrupted": True, "turns": [
         {"tool_calls": [{"tool": "workspace.read_file", "args": {"path": "a.py"}}]},
         {"tool_calls": [{"tool": "workspace.read_file", "args": {"path": "b.py"}},
                         {"tool": "workspace.edit_file",
@@ -138,3 +138,10 @@ def test_a_resumed_replay_asks_again_for_calls_answered_interrupted() -> None:
     final = anyio.run(ReplayClient(script).complete,
                       ModelRequest(system="", messages=done, tools=[], cycle=4))
     assert final.message.text == "done"
+
+    # without retry_interrupted the script goes on past an interrupted call
+    plain = load_script({"turns": [t.model_dump(exclude_none=True) for t in script.turns]})
+    assert script_position(history, retries=False) == 2
+    on = anyio.run(ReplayClient(plain).complete,
+                   ModelRequest(system="", messages=history, tools=[], cycle=2))
+    assert on.message.text == "done"

@@ -11,10 +11,11 @@ budget behaviour can be replayed. Calls get deterministic ids ``<cycle>-<index>`
 script runs out, the model answers with a final text saying so. A resumed conversation (one that
 already holds N model turns) continues at turn N + 1 of the script.
 
-A call the resumed conversation answers ``interrupted`` (its attempt died before the call's
-result was recorded, so the restored workspace does not hold its effect; the result says
-``retryable``) is asked for again, as a model would, before the script goes on: the retry is a
-turn of its own (new call ids) that does not count as a script turn.
+With ``"retry_interrupted": true`` at the top of the script, a call the resumed conversation
+answers ``interrupted`` (its attempt died before the call's result was recorded, so the restored
+workspace does not hold its effect; the result says ``retryable``) is asked for again, as a model
+would, before the script goes on: the retry is a turn of its own (new call ids) that does not
+count as a script turn. Without it the script simply goes on (what a model that gives up does).
 """
 
 from __future__ import annotations
@@ -74,6 +75,7 @@ class ReplayScript(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     turns: list[ReplayTurn]
+    retry_interrupted: bool = False
 
 
 def load_script(source: Path | str | dict[str, Any]) -> ReplayScript:
@@ -98,7 +100,8 @@ class ReplayClient:
         self._next = 0
 
     async def complete(self, request: ModelRequest) -> ModelResponse:
-        retry = _interrupted_calls(request.messages)
+        retries = self.script.retry_interrupted
+        retry = _interrupted_calls(request.messages) if retries else []
         if retry:
             parts = [ToolCallPart(call=call.model_copy(update={"call_id": f"{request.cycle}-{i}"}))
                      for i, call in enumerate(retry)]
@@ -106,7 +109,7 @@ class ReplayClient:
                                  usage=Usage(cost_usd=0.0), model=self.model,
                                  stop_reason="tool_use")
         # a resumed conversation skips what it holds
-        self._next = max(self._next, script_position(request.messages))
+        self._next = max(self._next, script_position(request.messages, retries=retries))
         turn = self._take()
         usage = Usage(cost_usd=0.0)  # a replayed model costs nothing unless the script says so
         if turn is not None and turn.usage is not None:
@@ -143,14 +146,14 @@ def _interrupted(message: Message) -> set[str]:
             and (part.envelope.get("error") or {}).get("code") == ErrorCode.INTERRUPTED.value}
 
 
-def script_position(messages: list[Message]) -> int:
-    """How many script turns a conversation holds: its model turns, less the retries of
-    interrupted calls (a model turn right after a tool message with an ``interrupted``
-    result)."""
+def script_position(messages: list[Message], *, retries: bool = True) -> int:
+    """How many script turns a conversation holds: its model turns, less (with ``retries``)
+    the retries of interrupted calls (a model turn right after a tool message with an
+    ``interrupted`` result)."""
     position, after_interrupt = 0, False
     for message in messages:
         if message.role is Role.TOOL:
-            after_interrupt = bool(_interrupted(message))
+            after_interrupt = retries and bool(_interrupted(message))
         elif message.role is Role.ASSISTANT:
             position += 0 if after_interrupt else 1
             after_interrupt = False
