@@ -47,10 +47,10 @@ class ExecutionRequest:
     provider: str
     prompt: str
     repo_url: str | None = None
+    pull_request: bool = True
     workspace: Path | None = None
     model: str | None = None
     base_branch: str | None = None
-    pull_request: bool = True
     script: Path | dict[str, Any] | None = None
     github_repo: str | None = None
     slug: str = ""
