@@ -56,6 +56,7 @@ def run_command(
     from services.cli.live import LiveConsoleSink
     from services.execution.providers.profiles import PROFILES, PROVIDERS
     from services.runs.request import ExecutionRequest
+    from services.runs.service import ExecutionService
 
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
@@ -73,8 +74,6 @@ def run_command(
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
-    from services.runs.service import ExecutionService
-
     service = ExecutionService(open_db(), get_settings())
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
                                model=model, script=script, limit_overrides=overrides)
