@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 if TYPE_CHECKING:
-    from services.runs.durable import ExecutionOutcome
     from services.runs.leases import Lease
+    from services.runs.results import ExecutionOutcome
 
 log = logging.getLogger(__name__)
 

@@ -2,8 +2,9 @@
 repository (``--repo``: clone, loop, commit, push, pull request), live on stderr, one JSON line
 with ``--json``.
 
-``--repo`` records the execution and runs it in this process through the same code path as
-``studio execute`` (:func:`services.runs.durable.execute_execution`); its JSON line adds ``branch``,
+Both record the execution and run it in this process through
+:class:`services.runs.service.ExecutionService`; ``--repo`` takes the same code path as ``studio
+execute`` (:func:`services.runs.durable.execute_execution`) and its JSON line adds ``branch``,
 ``head_sha`` and ``pr_url``. The token comes from ``STUDIO_GITHUB_TOKEN`` or the stored
 integration; a local path is accepted as the repository (from the CLI only).
 """
@@ -55,7 +56,7 @@ def run_command(
     from services.cli.live import LiveConsoleSink
     from services.execution.providers.profiles import PROFILES, PROVIDERS
     from services.runs.request import ExecutionRequest
-    from services.runs.service import ExecutionService, RunRequest
+    from services.runs.service import ExecutionService
 
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
@@ -73,14 +74,14 @@ def run_command(
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
-    settings = get_settings()
-    service = ExecutionService(open_db(), settings)
-    request = RunRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
-                         model=model, script=script, limit_overrides=overrides)
+    service = ExecutionService(open_db(), get_settings())
+    request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
+                               model=model, script=script, limit_overrides=overrides)
     try:
-        result = service.run(request, sinks=[LiveConsoleSink()])
+        result = service.run(request, sinks=[LiveConsoleSink()]).run
     except ConfigError as exc:
         _usage_error(exc.message)
+    assert result is not None  # a run in place always ends with the loop's result
     if json_output:
         typer.echo(json.dumps(result.summary(), separators=(",", ":")))
     else:
@@ -103,17 +104,12 @@ def _script(path: Path | None) -> dict[str, Any] | None:
 
 def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool) -> None:
     from services.cli.live import LiveConsoleSink
-    from services.db.redaction import Redactor
-    from services.runs.durable import execute_execution
-    from services.runs.request import create_execution
+    from services.runs.service import ExecutionService
 
-    settings = get_settings()
     db = open_db()
     try:
-        execution_id = create_execution(db, request, Redactor.from_settings(settings),
-                                        settings=settings)
-        outcome = execute_execution(execution_id, settings=settings, db=db,
-                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
+        outcome = ExecutionService(db, get_settings()).run(
+            request, sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
     except ExecutionError as exc:
         _usage_error(str(exc))  # "code: message"
         raise AssertionError("unreachable") from exc

@@ -1,9 +1,10 @@
 """Running one work node of a flowchart run: an agent node or a command node.
 
-Both are node executions (rows of ``node_executions`` linked to the run by ``flowchart_run_id``
-and ``node_id``). An agent node is one :class:`~services.runs.service.ExecutionService` run with its
-prompt rendered from upstream results; a command node is one ``command.run`` through the command
-domain (confinement, sandbox, scrubbed environment), recorded as a keyed tool call of its
+Both are node executions (rows of ``node_executions`` linked to the run by ``flowchart_run_id`` and
+``node_id``). An agent node is one :class:`~services.runs.service.ExecutionService` run with its
+prompt rendered from upstream results (in a clone of its own when it names a ``repo_url``, in the
+node's workspace otherwise: the service chooses); a command node is one ``command.run`` through the
+command domain (confinement, sandbox, scrubbed environment), recorded as a keyed tool call of its
 execution. :class:`NodeOutcome` is what the run service records on the node.
 """
 
@@ -19,7 +20,6 @@ from services.composition import command_sandbox
 from services.db.executions import ExecutionRepository
 from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
-from services.db.redaction import Redactor
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
 from services.execution.envelope import SuccessEnvelope
@@ -35,9 +35,8 @@ from services.flowcharts.workspace import (
     runs_directory,
 )
 from services.repos.workspaces import workspace_root
-from services.runs.durable import execute_execution
-from services.runs.request import ExecutionRequest, create_execution
-from services.runs.service import ExecutionService, RunRequest
+from services.runs.request import ExecutionRequest
+from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 
 
@@ -94,44 +93,30 @@ class NodeRunner:
 
     # -- agent ------------------------------------------------------------------------------
 
-    def agent_request(self, job: NodeJob) -> RunRequest | ExecutionRequest:
-        """The request of an agent node (a repository one when the node names a ``repo_url``);
-        raises ``TemplateRenderError`` on a bad prompt."""
+    def agent_request(self, job: NodeJob) -> ExecutionRequest:
+        """The request of an agent node (a repository one when the node names a ``repo_url``,
+        else in the node's workspace); raises ``TemplateRenderError`` on a bad prompt."""
         config = AgentConfig.model_validate(job.node.config)
         node_config = ({NODE_CUTOVER_OVERRIDE: config.cutover_override}
                        if config.cutover_override is not None else {})
-        prompt = render_template(job.node.id, config.prompt, job.context)
-        if config.repo_url is not None:
-            return ExecutionRequest(
-                provider=config.provider, prompt=prompt, repo_url=config.repo_url,
-                model=config.model, base_branch=config.base_branch,
-                pull_request=config.pull_request, script=config.replay_script,
-                github_repo=config.github_repo, limit_overrides=dict(config.limits),
-                node_config=node_config,
-            )
-        return RunRequest(
-            provider=config.provider, prompt=prompt,
-            workspace=self.workspace(job), model=config.model,
-            script=config.replay_script, limit_overrides=dict(config.limits),
+        return ExecutionRequest(
+            provider=config.provider, prompt=render_template(job.node.id, config.prompt,
+                                                             job.context),
+            repo_url=config.repo_url,
+            workspace=self.workspace(job) if config.repo_url is None else None,
+            model=config.model, base_branch=config.base_branch,
+            pull_request=config.pull_request, script=config.replay_script,
+            github_repo=config.github_repo, limit_overrides=dict(config.limits),
             node_config=node_config,
         )
 
-    def create_agent_execution(self, job: NodeJob,
-                               request: RunRequest | ExecutionRequest) -> str:
-        if isinstance(request, ExecutionRequest):
-            return create_execution(self.db, request, Redactor.from_settings(self.settings),
-                                    settings=self.settings, flowchart_run_id=job.run_id,
-                                    node_id=job.node_row_id)
+    def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 
-    def run_agent(self, job: NodeJob, execution_id: str,
-                  request: RunRequest | ExecutionRequest) -> NodeOutcome:
+    def run_agent(self, job: NodeJob, execution_id: str, request: ExecutionRequest) -> NodeOutcome:
         try:
-            if isinstance(request, ExecutionRequest):  # lease, clone, loop, push, PR
-                execute_execution(execution_id, settings=self.settings, db=self.db)
-            else:
-                ExecutionService(self.db, self.settings).execute(execution_id, request)
+            ExecutionService(self.db, self.settings).execute(execution_id, request)
         except ExecutionError as exc:  # recorded on the execution by the service already
             return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
                                error_message=f"node {job.node.id!r}: {exc.message}")

@@ -21,18 +21,14 @@ the execution to the new holder.
 from __future__ import annotations
 
 import logging
-import shutil
-import tempfile
 import time
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from services.composition import EngineRequest, command_sandbox
+from services.composition import command_sandbox
 from services.db.base import utcnow
-from services.db.budget import DbBudget
 from services.db.checkpoints import CheckpointRepository
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
@@ -40,13 +36,11 @@ from services.db.journal import DbEventSink, StaleLease
 from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
-from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, open_database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
-from services.execution.messages import AgentResult, AgentStatus
-from services.execution.outcomes import Outcome, RunResult, UsageTotals
+from services.execution.outcomes import RunResult, UsageTotals
 from services.execution.ports import (
     AgentEvent,
     AgentEventKind,
@@ -77,13 +71,14 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
+from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
-from services.runs.service import (
-    LoopWiring,
-    agent_limits,
-    final_status,
-    run_loop,
-    transcript_dir,
+from services.runs.results import (
+    ExecutionOutcome,
+    cutover_refusal,
+    end_fields,
+    failed_run,
+    recorded_run,
 )
 from services.settings import StudioSettings, get_settings
 
@@ -105,57 +100,8 @@ def cancel_execution(db: Database, execution_id: str) -> None:
         hook(execution_id)
 
 
-@dataclass(frozen=True)
-class ExecutionOutcome:
-    """What one ``studio execute`` did: ``state`` is ``ran``, ``already_running``,
-    ``already_finished`` or ``lease_lost``."""
-
-    execution_id: str
-    state: str
-    status: str | None = None
-    run: RunResult | None = None
-    branch: str | None = None
-    head_sha: str | None = None
-    pr_url: str | None = None
-    message: str = ""
-
-    def summary(self) -> dict[str, Any]:
-        data: dict[str, Any] = self.run.summary() if self.run is not None else {
-            "execution_id": self.execution_id}
-        data.update(state=self.state, execution_status=self.status, branch=self.branch,
-                    head_sha=self.head_sha, pr_url=self.pr_url)
-        if self.message:
-            data["message"] = self.message
-        return data
-
-    @property
-    def succeeded(self) -> bool:
-        return self.status == ExecutionStatus.SUCCEEDED
-
-
-def recorded_run(execution_id: str, provider: str, model: str,
-                 events: Sequence[tuple[str, dict[str, Any]]]) -> RunResult | None:
-    """The loop's result when the journal's last attempt already ``finished``, else ``None``."""
-    starts = [i for i, (kind, _) in enumerate(events) if kind == "started"]
-    tail = events[starts[-1]:] if starts else events
-    for kind, data in reversed(tail):
-        if kind == "finished":
-            return RunResult(
-                execution_id=execution_id, provider=provider, model=model,
-                outcome=Outcome(data["outcome"]),
-                result=AgentResult.model_validate(data["result"]),
-                usage=UsageTotals.model_validate(data.get("usage") or {}),
-                iterations=int(data.get("iterations", 0)),
-                parsed_result=bool(data.get("parsed_result")), error=data.get("error"))
-    return None
-
-
-def _failed_run(execution_id: str, row: NodeExecution, error: StudioError) -> RunResult:
-    return RunResult(execution_id=execution_id, provider=row.provider, model=row.model,
-                     outcome=Outcome.ERROR,
-                     result=AgentResult(status=AgentStatus.FAILED, summary=error.message),
-                     usage=UsageTotals(), iterations=0,
-                     error={"code": error.code.value, "message": error.message})
+def _failed_run(row: NodeExecution, error: StudioError) -> RunResult:
+    return failed_run(row.id, row.provider, row.model, error.code, error.message)
 
 
 def _spent(events: list[tuple[str, dict[str, Any]]]) -> UsageTotals | None:
@@ -183,16 +129,15 @@ class DurableRun:
         row = self.executions.get(self.id)
         assert row is not None  # the claim proved it exists
         request = ExecutionRequest.from_row(row)
-        if not row.settings_snapshot["agent_runtime_cutover_enabled"]["value"]:
-            error = ExecutionError("agent runtime cutover is off and the legacy runtime does "
-                                   "not exist yet", code=ErrorCode.UNSUPPORTED_CAPABILITY)
-            failed = _failed_run(self.id, row, error)
+        refusal = cutover_refusal(row.settings_snapshot)
+        if refusal is not None:
+            failed = _failed_run(row, refusal)
             self._journal_end(failed)
             return self._end(failed, None, row.branch)
         wiring: GithubWiring | None = None
         ws: Workspace | None = None
         try:
-            repo = validate_repo_url(request.repo_url, from_api=not request.allow_local)
+            repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
             wiring = github_wiring(self.db, self.settings, request, repo)
             self.redactor.add(wiring.token)
             ws = self._workspace(row, request, wiring.git_auth)
@@ -201,7 +146,7 @@ class DurableRun:
             raise
         except StudioError as error:  # provisioning or finalization failed: the run fails
             log.warning("execution %s failed: %s", self.id, self.redactor.text(str(error)))
-            failed = _failed_run(self.id, row, error)
+            failed = _failed_run(row, error)
             self._journal_end(failed)
             return self._end(failed, None, row.branch)
         finally:
@@ -253,7 +198,7 @@ class DurableRun:
                 return adopt_workspace(old, self.lease.epoch)
             raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
                                  "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
-        ws = provision_workspace(self.id, request.repo_url, base_branch=row.base_branch,
+        ws = provision_workspace(self.id, request.repo_url or "", base_branch=row.base_branch,
                                  git_auth=git_auth, settings=self.settings,
                                  slug=request.slug or request.prompt,
                                  allow_local=request.allow_local,
@@ -300,27 +245,15 @@ class DurableRun:
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None)
-        run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{self.id[:8]}-"))
-        overrides = {**request.node_config, **request.limit_overrides}
-        settings_repo = SettingsRepository(self.db)
-        wiring = LoopWiring(
-            store=store,
+        wiring = LoopWiring.build(
+            self.db, self.id, request.budget_key, limits,
+            {**request.node_config, **request.limit_overrides}, store=store,
             journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
             control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
-            budget=DbBudget(self.db, self.id, request.repo_url,
-                            float(limits["repo_daily_budget_usd"])),
-            limits=agent_limits(limits),
-            refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)),
-            spent=_spent(events),
-        )
-        try:
-            return run_loop(self.settings, EngineRequest(
-                provider=row.provider, model=row.model, workspace=ws.path, run_dir=run_dir,
-                script=request.script, transcript_dir=transcript_dir(self.settings, self.id)),
-                ctx, wiring, self.sinks, self.redactor, row.prompt,
-                rebuild_messages(events) or None)
-        finally:
-            shutil.rmtree(run_dir, ignore_errors=True)
+            spent=_spent(events))
+        return run_loop(self.settings, LoopInputs(
+            self.id, row.provider, row.model, ws.path, row.prompt, request.script,
+            rebuild_messages(events) or None), ctx, wiring, self.sinks, self.redactor)
 
     # -- the end ------------------------------------------------------------------------------
     def _finalize(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
@@ -352,18 +285,11 @@ class DurableRun:
 
     def _end(self, run: RunResult, finalized: Finalized | None,
              branch: str | None) -> ExecutionOutcome:
-        error = run.error or {}
-        status = final_status(run)
-        self.lease.update(
-            status=status, outcome=run.outcome.value,
-            result=self.redactor.data(run.result.model_dump(mode="json")),
-            usage=run.usage.model_dump(mode="json"), cost_usd=run.usage.cost_usd,
-            iterations=run.iterations, error_code=error.get("code"),
-            error_message=self.redactor.text(str(error["message"])) if error else None,
-            finished_at=utcnow())
+        fields = end_fields(run, self.redactor)
+        self.lease.update(**fields, finished_at=utcnow())
         row = self.executions.get(self.id)
         return ExecutionOutcome(
-            self.id, "ran", status, run, branch=branch,
+            self.id, "ran", fields["status"], run, branch=branch,
             head_sha=finalized.head_sha if finalized else None,
             pr_url=row.pr_url if row is not None else None,
             message=finalized.note if finalized else "")

@@ -1,10 +1,14 @@
-"""What a durable execution was asked to do, recorded on its row so any process can run it.
+"""What an execution was asked to do, recorded on its row so any process can run it.
+
+One :class:`ExecutionRequest` for every execution: with a ``repo_url`` it is a repository run
+(clone, loop, commit, push, pull request: :mod:`services.runs.durable`), with a ``workspace``
+instead the loop runs in that directory and nothing is finalized.
 
 ``studio execute EXECUTION_ID`` knows nothing but the id: the provider, model, prompt, repository
-URL and base branch are columns of ``node_executions``; the rest (:class:`ExecutionRequest`:
-the pull-request flag, the replay script, a GitHub repository override, the branch slug, whether
-a local path is allowed) is the row's ``request`` JSON. :func:`create_execution` records a queued
-execution with the runtime settings in force (limits and cutover, as ``studio run`` does).
+URL and base branch are columns of ``node_executions``; the rest of a repository request (the
+pull-request flag, the replay script, a GitHub repository override, the branch slug, whether a
+local path is allowed) is the row's ``request`` JSON. :func:`create_execution` records a queued
+execution with the runtime settings in force (limits and cutover).
 
 :func:`github_wiring` resolves the token (``STUDIO_GITHUB_TOKEN``, else the stored integration)
 and builds the git credentials and the one keyed pull-request port of an execution; the token
@@ -14,6 +18,7 @@ goes only to the integration's git origins (:mod:`services.repos.access`).
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from services.composition import DEFAULT_MODELS
@@ -24,6 +29,7 @@ from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
 from services.repos.access import check_new_execution, repository_access
 from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
@@ -34,15 +40,18 @@ from services.settings import StudioSettings
 
 @dataclass(frozen=True)
 class ExecutionRequest:
-    """The request of one repository execution (the row's columns plus its ``request`` JSON)."""
+    """The request of one execution: exactly one of ``repo_url`` (a repository run: the row's
+    columns plus its ``request`` JSON) and ``workspace`` (a directory that already holds the
+    code; the replay ``script`` may then be a file)."""
 
     provider: str
     prompt: str
-    repo_url: str
+    repo_url: str | None = None
+    pull_request: bool = True
+    workspace: Path | None = None
     model: str | None = None
     base_branch: str | None = None
-    pull_request: bool = True
-    script: dict[str, Any] | None = None
+    script: Path | dict[str, Any] | None = None
     github_repo: str | None = None
     slug: str = ""
     allow_local: bool = False
@@ -50,10 +59,22 @@ class ExecutionRequest:
     limit_overrides: dict[str, Any] = field(default_factory=dict)
     node_config: dict[str, Any] = field(default_factory=dict)
 
+    def __post_init__(self) -> None:
+        if (self.repo_url is None) == (self.workspace is None):
+            raise ConfigError("an execution request names exactly one of a repository URL "
+                              "and a workspace directory")
+
+    @property
+    def budget_key(self) -> str:
+        """What the daily budget is kept per: the repository URL, else the directory."""
+        if self.workspace is not None:
+            return str(self.workspace.resolve())
+        return self.repo_url or ""
+
     def stored(self) -> dict[str, Any]:
-        """The ``request`` JSON (what the columns do not hold)."""
+        """The ``request`` JSON of a repository run (what the columns do not hold)."""
         data = asdict(self)
-        for column in ("provider", "prompt", "repo_url", "model", "base_branch",
+        for column in ("provider", "prompt", "repo_url", "workspace", "model", "base_branch",
                        "limit_overrides", "node_config"):
             data.pop(column)
         data["slug"] = self.slug or slugify(self.prompt)
@@ -71,19 +92,24 @@ class ExecutionRequest:
 def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
                      settings: StudioSettings, flowchart_run_id: str | None = None,
                      node_id: str | None = None) -> str:
-    """Record a queued execution for ``request`` (a flowchart node's when linked); its id."""
-    check_new_execution(db, settings, request.repo_url, pull_request=request.pull_request,
-                        allow_local=request.allow_local)
+    """Record a queued execution for ``request`` (a flowchart node's when linked); its id. A
+    repository run is checked first (:func:`services.repos.access.check_new_execution`)."""
+    repository = request.repo_url is not None
+    if request.repo_url is not None:
+        check_new_execution(db, settings, request.repo_url, pull_request=request.pull_request,
+                            allow_local=request.allow_local)
     snapshot = SettingsRepository(db).snapshot({**request.node_config,
                                                 **request.limit_overrides})
-    execution_id = ExecutionRepository(db, redactor).create(
+    return ExecutionRepository(db, redactor).create(
         provider=request.provider,
         model=request.model or DEFAULT_MODELS.get(request.provider, ""),
-        prompt=request.prompt, repo_url=request.repo_url, base_branch=request.base_branch,
+        prompt=request.prompt, repo_url=request.repo_url,
+        base_branch=request.base_branch if repository else None,
+        workspace=str(request.workspace) if request.workspace is not None else None,
         limits=snapshot["limits"], settings_snapshot=snapshot,
-        flowchart_run_id=flowchart_run_id, node_id=node_id, request=request.stored(),
+        flowchart_run_id=flowchart_run_id, node_id=node_id,
+        request=request.stored() if repository else None,
     )
-    return execution_id
 
 
 @dataclass(frozen=True)

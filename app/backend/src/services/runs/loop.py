@@ -1,0 +1,171 @@
+"""The loop's inputs, built the same way for every execution, and one run of FrontierAgent.
+
+:class:`LoopWiring` is what differs between an execution run in place and a leased one (the
+tool-call store, the journal, the run control, what earlier attempts spent);
+:meth:`LoopWiring.build` adds what does not (the daily budget of the repository, the limits as
+recorded, refreshed from the runtime settings). :func:`run_loop` builds the engine in a scratch
+directory of its own, the tool registry (MCP servers included) and the sinks, and runs the loop
+once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+import tempfile
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import anyio
+
+from services.composition import EngineRequest, build_engine
+from services.db.budget import DbBudget
+from services.db.redaction import Redactor
+from services.db.runtime_settings import SettingsRepository
+from services.db.session import Database
+from services.execution.agent_runtime import AgentDeps, FrontierAgent
+from services.execution.guards import AgentLimits
+from services.execution.mcp.bridge import McpHub
+from services.execution.messages import Message
+from services.execution.outcomes import RunResult, UsageTotals
+from services.execution.ports import (
+    AgentEvent,
+    BudgetPort,
+    EventSink,
+    IdempotencyStore,
+    ModelClient,
+    RunControl,
+    SelfDrivingEngine,
+)
+from services.execution.sinks import FanOutSink, LogSink
+from services.execution.tool_domains.context import ToolDomainContext
+from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
+from services.execution.tool_domains.registry import default_registry
+from services.settings import StudioSettings, get_settings, mcp_base_environment
+
+
+def agent_limits(values: dict[str, Any]) -> AgentLimits:
+    """The loop's limits from recorded or runtime settings (older records lack newer keys)."""
+    defaults = AgentLimits()
+    return AgentLimits(
+        max_iterations=int(values["max_iterations"]),
+        max_budget_usd=float(values["max_budget_usd"]),
+        wall_clock_s=float(values["wall_clock_s"]), stall_s=float(values["stall_s"]),
+        context_token_budget=int(values.get("context_token_budget",
+                                            defaults.context_token_budget)),
+    )
+
+
+@dataclass
+class LoopWiring:
+    """What differs between a plain run and a durable one; the rest is wired the same way."""
+
+    store: IdempotencyStore
+    journal: EventSink
+    control: RunControl
+    budget: BudgetPort
+    limits: AgentLimits
+    refresh_limits: Callable[[], AgentLimits] | None = None
+    spent: UsageTotals | None = None
+
+    @classmethod
+    def build(cls, db: Database, execution_id: str, repository: str, limits: dict[str, Any],
+              overrides: dict[str, Any], *, store: IdempotencyStore, journal: EventSink,
+              control: RunControl, spent: UsageTotals | None = None) -> LoopWiring:
+        """The wiring with the repository's daily budget and the recorded ``limits``, refreshed
+        before every call from the runtime settings under the execution's ``overrides``."""
+        settings_repo = SettingsRepository(db)
+        return cls(
+            store=store, journal=journal, control=control,
+            budget=DbBudget(db, execution_id, repository,
+                            float(limits["repo_daily_budget_usd"])),
+            limits=agent_limits(limits),
+            refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)), spent=spent,
+        )
+
+
+@dataclass(frozen=True)
+class LoopInputs:
+    """What the engine is built from and what it is asked: one attempt of one execution."""
+
+    execution_id: str
+    provider: str
+    model: str | None
+    workspace: Path
+    prompt: str
+    script: Path | dict[str, Any] | None = None
+    history: list[Message] | None = None
+
+
+def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContext,
+             wiring: LoopWiring, sinks: Sequence[EventSink], redactor: Redactor) -> RunResult:
+    """Build the engine (in a scratch directory removed afterwards) and the registry (MCP
+    servers included) and run FrontierAgent once; the transcript kept is redacted."""
+    run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{inputs.execution_id[:8]}-"))
+    transcripts = transcript_dir(settings, inputs.execution_id)
+    try:
+        engine = build_engine(EngineRequest(
+            provider=inputs.provider, model=inputs.model, workspace=inputs.workspace,
+            run_dir=run_dir, script=inputs.script, transcript_dir=transcripts), settings)
+        try:
+            return _run_with(settings, engine, default_registry(), ctx, wiring, sinks,
+                             redactor, inputs)
+        finally:
+            redact_files(transcripts, redactor)
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def transcript_dir(settings: StudioSettings, execution_id: str) -> Path:
+    """Where an execution's provider transcript is kept (the Claude Code session)."""
+    return settings.data_dir / "transcripts" / execution_id
+
+
+def redact_files(directory: Path, redactor: Redactor) -> None:
+    """Known secrets out of every file kept under ``directory``."""
+    for path in directory.rglob("*") if directory.exists() else []:
+        if path.is_file():
+            text = path.read_text(encoding="utf-8", errors="replace")
+            cleaned = redactor.text(text)
+            if cleaned != text:
+                path.write_text(cleaned, encoding="utf-8")
+
+
+async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps, prompt: str,
+                 history: list[Message] | None) -> RunResult:
+    try:
+        return await FrontierAgent(engine, deps).run(prompt, history=history)
+    finally:
+        if not isinstance(engine, SelfDrivingEngine):
+            await engine.aclose()
+
+
+def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
+              registry: ToolRegistry, ctx: ToolDomainContext, wiring: LoopWiring,
+              sinks: Sequence[EventSink], redactor: Redactor, inputs: LoopInputs) -> RunResult:
+    with contextlib.ExitStack() as stack:
+        if settings.mcp_config is not None:
+            hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
+                                                       base_env=mcp_base_environment()))
+            hub.register(registry)
+        deps = AgentDeps(
+            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
+            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
+                *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])]),
+            limits=wiring.limits, control=wiring.control, budget=wiring.budget,
+            refresh_limits=wiring.refresh_limits, spent=wiring.spent,
+        )
+        return anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
+
+
+class RedactingSink:
+    """Hands events on with every known secret replaced (live output is a log too)."""
+
+    def __init__(self, sink: EventSink, redactor: Redactor | None = None) -> None:
+        self.sink = sink
+        self.redactor = redactor or Redactor.from_settings(get_settings())
+
+    def emit(self, event: AgentEvent) -> None:
+        self.sink.emit(replace(event, data=self.redactor.data(dict(event.data))))
