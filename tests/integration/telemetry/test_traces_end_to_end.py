@@ -209,6 +209,10 @@ def _check_trace(spans: list[ReceivedSpan], execution_id: str, provider: str,
     assert tool["gen_ai.tool.call.id"] and "error.type" not in tool
     assert (tool["studio.domain"], tool["studio.operation"]) == ("workspace", "edit_file")
     assert tool["studio.cycle"] >= 0 and tool["studio.correlation_id"] == execution_id
+    # the SQLAlchemy instrumentation's statement spans, in the worker and in the child
+    sql = {s.service for s in trace
+           if {"db.statement", "db.query.text"} & set(s.attributes)}
+    assert {"studio-worker", "studio-execute"} <= sql
     # the pipeline's own spans, in the child's trace
     assert {s.name for s in trace} >= PIPELINE_SPANS
     pr = next(s for s in trace if s.name == "studio.pull_request")
