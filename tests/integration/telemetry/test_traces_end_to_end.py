@@ -171,6 +171,8 @@ def _check_trace(spans: list[ReceivedSpan], execution_id: str, provider: str,
     by_id = {s.span_id: s for s in trace}
     request = [s for s in trace if s.service == "studio-api" and s.parent_span_id == ""]
     assert [s.name for s in request] == ["POST /api/executions"]  # the root: the API request
+    assert request[0].attributes["studio.request_id"] and request[0].attributes[
+        "studio.correlation_id"]
     task = [s for s in trace if s.service == "studio-worker" and s.name.startswith("run/")]
     assert len(task) == 1 and task[0].name == "run/studio.execute_node"
     child_root = next(s for s in trace if s.name == "studio.execute")

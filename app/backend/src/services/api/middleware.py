@@ -14,7 +14,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.telemetry import record
+from services.telemetry import record, tracing
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -39,6 +39,7 @@ class RequestIdMiddleware:
         correlation_id = _header(scope, b"x-correlation-id") or request_id
         state = scope.setdefault("state", {})
         state["request_id"], state["correlation_id"] = request_id, correlation_id
+        tracing.annotate({"studio.request_id": request_id, "studio.correlation_id": correlation_id})
 
         async def send_with_ids(message: Message) -> None:
             if message["type"] == "http.response.start":

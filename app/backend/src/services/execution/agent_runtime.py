@@ -222,6 +222,9 @@ class FrontierAgent:
             record_request(span, request.system, request.messages, self.deps.trace_content)
             try:
                 return await self._attempts(client, request, cycle, span)
+            except (ProviderError, StopRun) as exc:
+                span.set_attribute(genai.ERROR_TYPE, exc.code.value)
+                raise
             finally:
                 record.model_call(self.engine.provider, model, time.monotonic() - started)
 

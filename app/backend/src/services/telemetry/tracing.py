@@ -110,6 +110,15 @@ def _links(traceparents: Sequence[str]) -> list[Any]:
     return found
 
 
+def annotate(attributes: Attributes) -> None:
+    """Set ``attributes`` on the current span (an API request's server span, say)."""
+    if _tracer is None:
+        return
+    from opentelemetry import trace
+
+    trace.get_current_span().set_attributes(attributes)
+
+
 def current_traceparent() -> str | None:
     """The ``traceparent`` of the current span (none when off or outside any span)."""
     return carrier().get("traceparent")
