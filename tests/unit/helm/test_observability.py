@@ -98,7 +98,7 @@ def test_an_endpoint_turns_traces_on_everywhere() -> None:
 def test_service_monitors_scrape_the_api_and_the_workers() -> None:
     objects = render(_monitors())
     monitors = {o["metadata"]["name"]: o for o in objects if o["kind"] == "ServiceMonitor"}
-    assert set(monitors) == {"studio-api", "studio-worker"}
+    assert set(monitors) == {"studio-api", "studio-worker", "studio-reaper"}
     services = [o for o in objects if o["kind"] == "Service"]
     for name, monitor in monitors.items():
         assert monitor["metadata"]["labels"]["release"] == "kube-prometheus"
@@ -110,8 +110,12 @@ def test_service_monitors_scrape_the_api_and_the_workers() -> None:
             for k, v in monitor["spec"]["selector"]["matchLabels"].items())]
         assert len(selected) == 1, name  # one Service, and it has the scraped port
         assert endpoint["port"] in {p["name"] for p in selected[0]["spec"]["ports"]}
-    worker_metrics = one(objects, "Service", "-worker-metrics")
-    assert worker_metrics["spec"]["ports"][0]["port"] == 9464
+    for component in ("worker", "reaper"):
+        metrics = one(objects, "Service", f"-{component}-metrics")
+        assert metrics["spec"]["ports"][0]["port"] == 9464
+        container = one(objects, "Deployment", f"-{component}")["spec"]["template"]["spec"][
+            "containers"][0]
+        assert container["args"][-2:] == ["--metrics-port", "9464"]
 
 
 def _monitors() -> dict[str, Any]:

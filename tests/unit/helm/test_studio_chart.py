@@ -245,7 +245,7 @@ def test_probes_and_commands() -> None:
     assert worker["args"] == ["worker", "--concurrency", "2", "--no-reaper", "--metrics-port",
                               "9090"]
     reaper = one(objects, "Deployment", "-reaper")["spec"]["template"]["spec"]["containers"][0]
-    assert reaper["args"] == ["reaper"]
+    assert reaper["args"] == ["reaper", "--metrics-port", "9090"]
 
 
 def test_the_docs_values_table_is_the_schemas() -> None:

@@ -41,6 +41,9 @@ def worker_command(
 
 def reaper_command(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+    metrics_port: Annotated[int | None, typer.Option(
+        min=0, max=65535,
+        help="Serve Prometheus metrics (lease expirations, re-dispatches) on this port.")] = None,
 ) -> None:
     """Only the lease reaper: re-dispatch executions whose lease expired (no task consumed).
 
@@ -48,6 +51,11 @@ def reaper_command(
     """
     from services.cli.telemetry import start_tracing
 
+    if metrics_port is not None:
+        from services.settings import metrics_multiprocess_dir
+        from services.telemetry.metrics import serve
+
+        serve(metrics_port, metrics_multiprocess_dir())
     if start_tracing("studio-reaper"):
         from services.telemetry.instrumentation import instrument_celery
 
