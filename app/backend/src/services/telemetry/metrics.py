@@ -13,7 +13,9 @@ id or a path. ``prometheus_client`` is imported on first use, so a command that 
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
@@ -80,7 +82,10 @@ def families() -> Families:
 def use_multiprocess_dir(path: str | None) -> str:
     """Record in multiprocess mode into ``path`` (a fresh temporary directory when none);
     call before anything is recorded. Children started afterwards inherit the variable."""
-    directory = path or tempfile.mkdtemp(prefix="studio-metrics-")
+    directory = path
+    if directory is None:  # ours: removed when this process exits
+        directory = tempfile.mkdtemp(prefix="studio-metrics-")
+        atexit.register(shutil.rmtree, directory, ignore_errors=True)
     os.environ[MULTIPROC_VARIABLE] = directory
     return directory
 
