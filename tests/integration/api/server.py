@@ -86,23 +86,29 @@ def running_api(root: Path) -> Iterator[ApiServer]:
     """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``."""
     with git_http_server(root / "git-host", GIT_TOKEN) as host:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
-        env = studio_env(root, host.base_url)
-        process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
-             "--log-level", "info"],
-            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        log: list[str] = []
-        found, port = threading.Event(), []
-        threading.Thread(target=_drain, args=(process, log, found, port), daemon=True).start()
+        with api_process(studio_env(root, host.base_url), host.url(REPO)) as server:
+            yield server
+
+
+@contextmanager
+def api_process(env: dict[str, str], repo_url: str) -> Iterator[ApiServer]:
+    """``studio api --port 0`` in ``env`` (its database: ``STUDIO_DATABASE_URL``)."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
+         "--log-level", "info"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    log: list[str] = []
+    found, port = threading.Event(), []
+    threading.Thread(target=_drain, args=(process, log, found, port), daemon=True).start()
+    try:
+        found.wait(60)
+        assert port, "studio api did not start:\n" + "".join(log)
+        yield ApiServer(url=f"http://127.0.0.1:{port[0]}", db_url=env["STUDIO_DATABASE_URL"],
+                        repo_url=repo_url, env=env, process=process, log=log)
+    finally:
+        process.terminate()
         try:
-            found.wait(60)
-            assert port, "studio api did not start:\n" + "".join(log)
-            yield ApiServer(url=f"http://127.0.0.1:{port[0]}", db_url=env["STUDIO_DATABASE_URL"],
-                            repo_url=host.url(REPO), env=env, process=process, log=log)
-        finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+            process.wait(15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(5)

@@ -37,6 +37,7 @@ FORBIDDEN = (
     "kubernetes",                                 # the Kubernetes substrate
     "openai", "google.genai", "claude_agent_sdk",  # the provider SDKs
     "github",                                     # pull requests
+    "opentelemetry", "prometheus_client",         # traces and metrics (when on)
 )
 
 

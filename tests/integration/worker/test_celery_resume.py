@@ -39,6 +39,7 @@ from tests.integration.celery_fixtures import (
 )
 from tests.support.git_http_server import GIT_ENV, git_http_server, seed_bare_repo
 from tests.support.github_api import github_api
+from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.settings import studio_settings
 
 pytestmark = pytest.mark.slow
@@ -61,7 +62,7 @@ RUNTIME_SETTINGS = {"lease_ttl_s": "6", "heartbeat_s": "1", "reaper_interval_s":
 
 
 def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str,
-         git_origin: str) -> dict[str, str]:
+         git_origin: str, otlp_url: str) -> dict[str, str]:
     """The environment of one 'machine': shared services, its own directories."""
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("STUDIO_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
@@ -72,7 +73,8 @@ def _env(tmp_path: Path, name: str, db_url: str, broker: Broker, api_url: str,
                STUDIO_DATA_DIR=str(tmp_path / name / "data"),
                STUDIO_WORKSPACE_DIR=str(tmp_path / name / "workspaces"),
                HOME=str(tmp_path / name), STUDIO_GIT_AUTHOR_NAME="Celery Agent",
-               STUDIO_GIT_AUTHOR_EMAIL="agent@studio.invalid")
+               STUDIO_GIT_AUTHOR_EMAIL="agent@studio.invalid",
+               OTEL_EXPORTER_OTLP_ENDPOINT=otlp_url, OTEL_BSP_SCHEDULE_DELAY="100")
     return env
 
 
@@ -108,12 +110,12 @@ def test_a_killed_workers_execution_resumes_on_another_worker_with_one_push_and_
         tmp_path: Path, redis_broker: Broker, workers: list[WorkerProcess]) -> None:  # noqa: F811
     db_url = f"sqlite:///{tmp_path / 'studio.db'}"
     with git_http_server(tmp_path / "git-host", TOKEN) as host, \
-            github_api(host.root, TOKEN) as api:
+            github_api(host.root, TOKEN) as api, otlp_receiver() as receiver:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
         env_a = _env(tmp_path, "machine-a", db_url, redis_broker, api.api_url,
-                     host.base_url)
+                     host.base_url, receiver.url)
         env_b = _env(tmp_path, "machine-b", db_url, redis_broker, api.api_url,
-                     host.base_url)
+                     host.base_url, receiver.url)
         for key, value in RUNTIME_SETTINGS.items():
             done = subprocess.run([*STUDIO, "settings", "set", key, value], env=env_a,
                                   capture_output=True, text=True, timeout=120, check=False)
@@ -121,14 +123,16 @@ def test_a_killed_workers_execution_resumes_on_another_worker_with_one_push_and_
         settings = _settings(env_a)
         db = open_database(settings)
         try:
-            _run_kill_and_resume(db, settings, env_a, env_b, tmp_path, host, api, workers)
+            execution_id = _run_kill_and_resume(db, settings, env_a, env_b, tmp_path, host, api,
+                                                workers)
+            _check_the_resume_links_to_the_killed_attempt(db, execution_id, receiver)
         finally:
             db.dispose()
 
 
 def _run_kill_and_resume(db: Database, settings: StudioSettings, env_a: dict[str, str],
                          env_b: dict[str, str], tmp_path: Path, host: Any, api: Any,
-                         workers: list[WorkerProcess]) -> None:
+                         workers: list[WorkerProcess]) -> str:
     execution_id = create_execution(db, ExecutionRequest(
         provider="replay", prompt="Add a greeting", repo_url=host.url(REPO), script=SCRIPT,
         github_repo=REPO, slug="greeting"), Redactor(), settings=settings)
@@ -193,6 +197,23 @@ def _run_kill_and_resume(db: Database, settings: StudioSettings, env_a: dict[str
     # Worker A's child is gone for good: it never pushed, and nothing of it runs any more.
     assert not alive(child)
     assert all(second.pid in ancestors(pid) for pid in processes_running("execute", execution_id))
+    return execution_id
+
+
+def _check_the_resume_links_to_the_killed_attempt(db: Database, execution_id: str,
+                                                  receiver: OtlpReceiver) -> None:
+    """The killed attempt never exported its agent span, but its trace context is in the
+    journal: the resumed attempt's agent span links to it."""
+    starts = [d for k, d in _events(db, execution_id) if k == "started"]
+    _, first_trace, first_span, _ = starts[0]["traceparent"].split("-")
+    spans = receiver.wait_for(lambda found: any(
+        s.name == "invoke_agent studio" and s.attributes.get("studio.execution_id")
+        == execution_id for s in found), timeout=60)
+    agents = [s for s in spans if s.name == "invoke_agent studio"
+              and s.attributes.get("studio.execution_id") == execution_id]
+    assert len(agents) == 1  # the resumed attempt's
+    assert agents[0].links == [(first_trace, first_span)]
+    assert starts[1]["traceparent"].split("-")[2] == agents[0].span_id
 
 
 def _final(db: Database, execution_id: str) -> Any:

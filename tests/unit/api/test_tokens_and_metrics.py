@@ -5,13 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from sqlalchemy import select
 
-from services.api.metrics import RequestCounter, exposition
+from services.api.metrics import exposition
 from services.db import migrate
 from services.db.api_tokens import ApiTokenRepository, InvalidScopes, parse_scopes, token_hash
 from services.db.models import ApiToken
 from services.db.session import Database, create_db_engine
+from services.telemetry import record
 
 
 @pytest.fixture
@@ -45,16 +47,16 @@ def test_scopes_are_normalized() -> None:
 
 
 def test_exposition_is_prometheus_text() -> None:
-    requests = RequestCounter()
-    requests.add("GET", 200)
-    requests.add("GET", 404)
-    text = exposition({"running": 2, "failed": 1}, {"ok": 5, 'we"ird': 1}, requests)
-    lines = text.splitlines()
+    record.api_request("GET", 200)
+    record.api_request("GET", 404)
+    text = exposition({"running": 2, "failed": 1, "queued": 3}, {"ok": 5, 'we"ird': 1})
+    samples = {(s.name, tuple(sorted(s.labels.items()))): s.value
+               for family in text_string_to_metric_families(text) for s in family.samples}
     assert text.endswith("\n")
-    assert 'studio_executions{status="running"} 2' in lines
-    assert 'studio_executions{status="succeeded"} 0' in lines
-    assert 'studio_executions_finished_total{status="failed"} 1' in lines
-    assert 'studio_tool_calls_total{outcome="we\\"ird"} 1' in lines
-    assert 'studio_api_requests_total{method="GET",status="4xx"} 1' in lines
-    for line in lines:
-        assert line.startswith("# ") or line.split()[-1].replace(".", "").isdigit()
+    assert samples[("studio_executions", (("status", "running"),))] == 2
+    assert samples[("studio_executions", (("status", "succeeded"),))] == 0
+    assert samples[("studio_executions_finished_total", (("status", "failed"),))] == 1
+    assert samples[("studio_tool_calls_total", (("outcome", 'we"ird'),))] == 1
+    assert samples[("studio_queue_depth", ())] == 3
+    assert samples[("studio_executions_running", ())] == 2
+    assert samples[("studio_api_requests_total", (("method", "GET"), ("status", "4xx")))] >= 1

@@ -14,7 +14,7 @@ import pytest
 
 from services.executors.pod_manifest import build_job, job_labels, job_to_dict
 from services.executors.selection import job_settings
-from services.settings import PROVIDER_SECRET_VARIABLES, StudioSettings
+from services.settings import PROVIDER_SECRET_VARIABLES, TELEMETRY_VARIABLES, StudioSettings
 from tests.unit.helm.chart import (
     CHART,
     NAMESPACE,
@@ -28,6 +28,7 @@ from tests.unit.helm.chart import (
 )
 
 KUBERNETES_VERSIONS = ("1.31.0", "1.33.0")
+PARENT = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
 VALUE_SETS = {"default": None, "production": load_values(PRODUCTION_VALUES)}
 # Variables a pod may carry that are not STUDIO_* settings (read by the SDKs themselves).
 CREDENTIAL_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "DATABASE_URL", "BROKER_URL")
@@ -100,7 +101,7 @@ def test_bad_values_are_refused_with_the_schemas_message(change: dict[str, Any],
 
 def test_no_manifest_carries_a_secret_value(rendered: list[dict[str, Any]]) -> None:
     assert not [o for o in rendered if o["kind"] == "Secret"]
-    config = one(rendered, "ConfigMap")["data"]
+    config = one(rendered, "ConfigMap", "studio")["data"]
     secret_settings = {f"STUDIO_{name.upper()}" for name, field in
                        StudioSettings.model_fields.items() if "SecretStr" in str(field.annotation)}
     assert secret_settings >= {"STUDIO_DATABASE_URL", "STUDIO_GITHUB_TOKEN", "STUDIO_SECRET_KEY"}
@@ -150,8 +151,8 @@ def test_every_pod_is_restricted(rendered: list[dict[str, Any]]) -> None:
 
 def test_every_variable_the_chart_sets_is_a_setting(rendered: list[dict[str, Any]]) -> None:
     read = {f"STUDIO_{name.upper()}" for name in StudioSettings.model_fields}
-    read |= set(PROVIDER_SECRET_VARIABLES)
-    config = set(one(rendered, "ConfigMap")["data"])
+    read |= set(PROVIDER_SECRET_VARIABLES) | set(TELEMETRY_VARIABLES)  # read by OpenTelemetry
+    config = set(one(rendered, "ConfigMap", "studio")["data"])
     assert config - read == set()
     for where, spec in pod_specs(rendered):
         for container in spec["containers"]:
@@ -159,13 +160,14 @@ def test_every_variable_the_chart_sets_is_a_setting(rendered: list[dict[str, Any
             assert names - read == set(), where
     # and the ConfigMap parses: the worker starts with it
     StudioSettings(**{key.removeprefix("STUDIO_").lower(): value
-                      for key, value in one(rendered, "ConfigMap")["data"].items()})
+                      for key, value in one(rendered, "ConfigMap", "studio")["data"].items()
+                      if key.startswith("STUDIO_")})
 
 
 def test_the_worker_builds_the_job_the_chart_expects(rendered: list[dict[str, Any]]) -> None:
     """The ConfigMap's settings give the worker the image, service account and Secret names of
     the chart; the Job the worker builds from them matches the chart's other objects."""
-    data = one(rendered, "ConfigMap")["data"]
+    data = one(rendered, "ConfigMap", "studio")["data"]
     settings = StudioSettings(**{
         key.removeprefix("STUDIO_").lower(): value for key, value in data.items()})
     job = job_to_dict(build_job("0123456789abcdef", image=settings.kube_image or "",
@@ -197,12 +199,17 @@ def test_the_worker_builds_the_job_the_chart_expects(rendered: list[dict[str, An
 
 def test_production_executor_settings_reach_the_job() -> None:
     values = load_values(PRODUCTION_VALUES)
-    data = one(render(values), "ConfigMap")["data"]
+    data = one(render(values), "ConfigMap", "studio")["data"]
     settings = StudioSettings(**{key.removeprefix("STUDIO_").lower(): value
                                  for key, value in data.items()})
     spec = job_to_dict(build_job("0123456789abcdef", image=settings.kube_image or "",
-                                   namespace=NAMESPACE, settings=job_settings(settings)))
+                                   namespace=NAMESPACE, settings=job_settings(
+                                       settings, environment={**data, "TRACEPARENT": PARENT})))
     pod = spec["spec"]["template"]["spec"]
+    env = {v["name"]: v.get("value") for v in pod["containers"][0]["env"]}
+    # the worker hands its pod the collector and the trace context of the task it runs
+    assert env["OTEL_EXPORTER_OTLP_ENDPOINT"] == values["observability"]["otlpEndpoint"]
+    assert env["TRACEPARENT"] == PARENT
     executor = values["executor"]
     image = "registry.example.com/platform/studio-executor:2026.11.1"
     assert pod["containers"][0]["image"] == image
@@ -235,9 +242,10 @@ def test_probes_and_commands() -> None:
     assert api["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert api["readinessProbe"]["httpGet"]["path"] == "/readyz"
     worker = one(objects, "Deployment", "-worker")["spec"]["template"]["spec"]["containers"][0]
-    assert worker["args"] == ["worker", "--concurrency", "2", "--no-reaper"]
+    assert worker["args"] == ["worker", "--concurrency", "2", "--no-reaper", "--metrics-port",
+                              "9090"]
     reaper = one(objects, "Deployment", "-reaper")["spec"]["template"]["spec"]["containers"][0]
-    assert reaper["args"] == ["reaper"]
+    assert reaper["args"] == ["reaper", "--metrics-port", "9090"]
 
 
 def test_the_docs_values_table_is_the_schemas() -> None:
@@ -263,7 +271,7 @@ def test_the_local_executor_needs_no_kubernetes_access(version: str) -> None:
     assert worker["automountServiceAccountToken"] is False
     mounts = {m["mountPath"] for m in worker["containers"][0]["volumeMounts"]}
     assert "/workspace" in mounts  # studio execute runs in the worker pod
-    assert one(objects, "ConfigMap")["data"]["STUDIO_EXECUTOR"] == "local"
+    assert one(objects, "ConfigMap", "studio")["data"]["STUDIO_EXECUTOR"] == "local"
 
 
 def test_the_notes_name_the_secrets_and_the_way_in() -> None:

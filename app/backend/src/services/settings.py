@@ -171,3 +171,61 @@ def process_environment() -> dict[str, str]:
 def mcp_base_environment() -> dict[str, str]:
     """What a stdio MCP server inherits besides its configured env: the locale only."""
     return {name: value for name in ("LANG", "LC_ALL") if (value := os.environ.get(name))}
+
+
+# OpenTelemetry's own variables, read by its SDK when tracing is on (services.telemetry.tracing);
+# handed to ``studio execute`` (a local child, a Kubernetes Job) so that it exports the same way.
+# Headers (OTEL_EXPORTER_OTLP_HEADERS) may carry credentials: they are not handed on.
+TRACE_ENDPOINT_VARIABLES: tuple[str, ...] = (
+    "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+)
+TELEMETRY_VARIABLES: tuple[str, ...] = (
+    *TRACE_ENDPOINT_VARIABLES,
+    "OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+    "OTEL_SERVICE_NAME", "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED",
+    "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+    "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
+    "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
+    "PROMETHEUS_MULTIPROC_DIR",
+)
+# The W3C trace context of the span that started a process (``studio execute``).
+TRACE_CONTEXT_VARIABLES: tuple[str, ...] = ("TRACEPARENT", "TRACESTATE")
+
+
+def tracing_configured() -> bool:
+    """Whether traces are exported: an OTLP endpoint is set and the SDK is not disabled."""
+    if os.environ.get("OTEL_SDK_DISABLED", "").strip().lower() == "true":
+        return False
+    return any(os.environ.get(name, "").strip() for name in TRACE_ENDPOINT_VARIABLES)
+
+
+def service_name_configured() -> bool:
+    """Whether the operator named the service (``OTEL_SERVICE_NAME`` or a ``service.name`` in
+    ``OTEL_RESOURCE_ATTRIBUTES``); if not, each command names its own."""
+    attributes = os.environ.get("OTEL_RESOURCE_ATTRIBUTES", "")
+    return bool(os.environ.get("OTEL_SERVICE_NAME", "").strip()) or any(
+        item.split("=", 1)[0].strip() == "service.name" for item in attributes.split(","))
+
+
+def capture_message_content() -> bool:
+    """``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true``: prompts, answers and tool
+    arguments go into spans (redacted); off by default."""
+    value = os.environ.get("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT", "")
+    return value.strip().lower() == "true"
+
+
+def inherited_trace_context() -> dict[str, str]:
+    """``TRACEPARENT`` (and ``TRACESTATE``) as the starting process set them, lower-cased the way
+    the W3C propagator reads a carrier."""
+    return {name.lower(): value for name in TRACE_CONTEXT_VARIABLES
+            if (value := os.environ.get(name, "").strip())}
+
+
+def telemetry_environment() -> dict[str, str]:
+    """The telemetry variables of this process that ``studio execute`` should see too."""
+    return {name: value for name in TELEMETRY_VARIABLES if (value := os.environ.get(name))}
+
+
+def metrics_multiprocess_dir() -> str | None:
+    """``PROMETHEUS_MULTIPROC_DIR``: where the processes behind one /metrics endpoint write."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None

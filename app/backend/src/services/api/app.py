@@ -22,11 +22,11 @@ from services.api.body_guard import BodyGuardMiddleware
 from services.api.dispatch import WorkDispatch
 from services.api.errors import install_error_handlers
 from services.api.launcher import DispatchLauncher, Launcher
-from services.api.metrics import RequestCounter
 from services.api.middleware import RequestIdMiddleware
 from services.api.routers.viewer import static_dir
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
+from services.telemetry.instrumentation import instrument_fastapi
 
 ROUTER_MODULES: tuple[str, ...] = (
     "health",
@@ -97,7 +97,6 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                               "calls and live events, settings, the kill switch, providers.")
     app.state.db, app.state.settings, app.state.launcher = database, settings, runner
     app.state.dispatch = dispatch
-    app.state.request_counter = RequestCounter()
     install_error_handlers(app)
     for name in ROUTER_MODULES:
         app.include_router(_router(name))
@@ -109,6 +108,7 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                            allow_headers=["Authorization", "Content-Type", "Last-Event-ID",
                                           "X-Request-ID", "X-Correlation-ID"],
                            expose_headers=["X-Request-ID", "X-Correlation-ID"])
-    app.add_middleware(RequestIdMiddleware, counter=app.state.request_counter)
+    app.add_middleware(RequestIdMiddleware)
+    instrument_fastapi(app)
     check_scopes(app)
     return app

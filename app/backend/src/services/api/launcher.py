@@ -12,6 +12,7 @@ failed, say) is marked failed and gets its ``finished`` event here, so live stre
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -50,7 +51,10 @@ class DispatchLauncher:
         if self._dispatch.brokered:
             self._dispatch.execution(execution_id)
             return
-        future = self._pool.submit(run_here, self._db, self._dispatch.execution, execution_id)
+        # the caller's context (its trace span) goes with the run: its child is traced under it
+        context = contextvars.copy_context()
+        future = self._pool.submit(context.run, run_here, self._db, self._dispatch.execution,
+                                   execution_id)
         future.add_done_callback(_log_failure)
 
     def shutdown(self) -> None:

@@ -14,7 +14,7 @@ import uuid
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from services.api.metrics import RequestCounter
+from services.telemetry import record, tracing
 
 _SAFE_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 
@@ -28,9 +28,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
 
 
 class RequestIdMiddleware:
-    def __init__(self, app: ASGIApp, counter: RequestCounter | None = None) -> None:
+    def __init__(self, app: ASGIApp) -> None:
         self.app = app
-        self.counter = counter
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -40,11 +39,11 @@ class RequestIdMiddleware:
         correlation_id = _header(scope, b"x-correlation-id") or request_id
         state = scope.setdefault("state", {})
         state["request_id"], state["correlation_id"] = request_id, correlation_id
+        tracing.annotate({"studio.request_id": request_id, "studio.correlation_id": correlation_id})
 
         async def send_with_ids(message: Message) -> None:
             if message["type"] == "http.response.start":
-                if self.counter is not None:
-                    self.counter.add(str(scope.get("method", "")), int(message["status"]))
+                record.api_request(str(scope.get("method", "")), int(message["status"]))
                 headers = list(message.get("headers", []))
                 headers.append((b"x-request-id", request_id.encode()))
                 headers.append((b"x-correlation-id", correlation_id.encode()))

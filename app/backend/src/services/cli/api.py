@@ -21,8 +21,14 @@ def api_command(
 
     from services.api.app import create_app
     from services.cli.database import open_db
+    from services.cli.telemetry import shared_metrics_dir, start_tracing
     from services.settings import get_settings
 
+    shared_metrics_dir()  # with no broker, the executions' children record into it too
+    if start_tracing("studio-api"):
+        from services.telemetry.instrumentation import instrument_celery
+
+        instrument_celery()  # the API's messages to the workers carry its trace context
     settings = get_settings()
     app = create_app(settings, db=open_db(), dispatch=work_dispatch(settings))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,

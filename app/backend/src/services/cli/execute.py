@@ -30,9 +30,11 @@ def stop_now(lease: Lease) -> None:
     """The lease could not be renewed: kill every process this one started, then exit at once
     (no cleanup, no further write: the next attempt starts from the last checkpoint)."""
     from services.executors.local import kill_descendants
+    from services.telemetry import tracing
 
     log.error("execution %s: lease epoch %d lapsed; stopping", lease.execution_id, lease.epoch)
     kill_descendants(os.getpid())
+    tracing.flush(1000)  # os._exit skips the exporter's own flush at exit
     os._exit(EXIT_LEASE_LAPSED)
 
 
@@ -58,16 +60,22 @@ def execute_command(
     # The durable path (database, MCP bridge, providers) is imported when the command runs.
     from services.cli.database import open_db
     from services.cli.live import LiveConsoleSink
+    from services.cli.telemetry import start_tracing
     from services.db.executions import UnknownExecution
     from services.execution.errors import ConfigError
     from services.runs.durable import execute_execution
-    from services.settings import get_settings
+    from services.settings import get_settings, inherited_trace_context
+    from services.telemetry import tracing
 
+    start_tracing("studio-execute")
     db = open_db()
     try:
-        outcome = execute_execution(execution_id, settings=get_settings(), db=db,
-                                    sinks=[LiveConsoleSink()], keep_workspace=keep_workspace,
-                                    on_lapse=stop_now)
+        # under the span that started this process (TRACEPARENT): one trace per execution
+        with tracing.inherited(inherited_trace_context()), tracing.span(
+                "studio.execute", {"studio.execution_id": execution_id}):
+            outcome = execute_execution(execution_id, settings=get_settings(), db=db,
+                                        sinks=[LiveConsoleSink()],
+                                        keep_workspace=keep_workspace, on_lapse=stop_now)
     except UnknownExecution as exc:
         typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(2) from exc

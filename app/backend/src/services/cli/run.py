@@ -54,10 +54,12 @@ def run_command(
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
     from services.cli.live import LiveConsoleSink
+    from services.cli.telemetry import start_tracing
     from services.execution.providers.profiles import PROFILES, PROVIDERS
     from services.runs.request import ExecutionRequest
     from services.runs.service import ExecutionService
 
+    start_tracing("studio-run")
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
     if (workspace is None) == (repo is None):

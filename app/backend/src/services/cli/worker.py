@@ -15,8 +15,21 @@ def worker_command(
     reaper: Annotated[bool, typer.Option(
         "--reaper/--no-reaper", help="Re-dispatch executions whose lease expired.")] = True,
     loglevel: Annotated[str, typer.Option(help="Celery log level.")] = "INFO",
+    metrics_port: Annotated[int | None, typer.Option(
+        min=0, max=65535,
+        help="Serve Prometheus metrics of the worker and its executions on this port.")] = None,
 ) -> None:
     """Consume node executions from STUDIO_BROKER_URL; each runs as `studio execute ID`."""
+    from services.cli.telemetry import shared_metrics_dir, start_tracing
+
+    if metrics_port is not None:  # before anything records: the pool and children inherit it
+        from services.telemetry.metrics import serve
+
+        serve(metrics_port, shared_metrics_dir())
+    if start_tracing("studio-worker"):
+        from services.telemetry.instrumentation import instrument_celery
+
+        instrument_celery()
     from services.worker.runner import run_worker  # imports celery: only for this command
 
     try:
@@ -28,11 +41,25 @@ def worker_command(
 
 def reaper_command(
     loglevel: Annotated[str, typer.Option(help="Log level.")] = "INFO",
+    metrics_port: Annotated[int | None, typer.Option(
+        min=0, max=65535,
+        help="Serve Prometheus metrics (lease expirations, re-dispatches) on this port.")] = None,
 ) -> None:
     """Only the lease reaper: re-dispatch executions whose lease expired (no task consumed).
 
     What the Helm chart's reaper Deployment runs, so that workers can run with --no-reaper.
     """
+    from services.cli.telemetry import start_tracing
+
+    if metrics_port is not None:
+        from services.settings import metrics_multiprocess_dir
+        from services.telemetry.metrics import serve
+
+        serve(metrics_port, metrics_multiprocess_dir())
+    if start_tracing("studio-reaper"):
+        from services.telemetry.instrumentation import instrument_celery
+
+        instrument_celery()
     from services.worker.runner import run_reaper  # imports celery: only for this command
 
     try:

@@ -31,6 +31,7 @@ from sqlalchemy.orm import sessionmaker
 from services.db import migrate
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings, get_settings
+from services.telemetry.instrumentation import instrument_sqlalchemy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
 
@@ -78,7 +79,14 @@ def _private_file(path: Path) -> None:
 
 
 def create_db_engine(url: str) -> Engine:
-    """An engine for ``url``, with the SQLite settings described in the module docstring."""
+    """An engine for ``url``, with the SQLite settings described in the module docstring (and
+    statement spans when tracing is on)."""
+    engine = _engine(url)
+    instrument_sqlalchemy(engine)
+    return engine
+
+
+def _engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
         return create_engine(url, pool_pre_ping=True)

@@ -52,10 +52,21 @@ from services.execution.ports import (
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
+from services.execution.spans import (
+    ContentFilter,
+    agent_attributes,
+    chat_attributes,
+    record_outcome,
+    record_request,
+    record_response,
+    record_usage,
+)
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_gateway import LoopToolGateway
 from services.execution.tool_runner import ToolRunner
+from services.telemetry import genai, record, tracing
+from services.telemetry.tracing import SpanLike
 
 Sleep = Callable[[float], Awaitable[None]]
 
@@ -78,6 +89,10 @@ class AgentDeps:
     clock: Callable[[], float] = time.monotonic
     rng: random.Random = field(default_factory=random.Random)
     task_kind: str = "repository work"
+    # Tracing: ``traceparent`` values of earlier attempts (a resume links to them); the filter
+    # that content passes through before it goes into a span (none: no content in spans).
+    trace_links: tuple[str, ...] = ()
+    trace_content: ContentFilter | None = None
 
 
 class FrontierAgent:
@@ -102,7 +117,8 @@ class FrontierAgent:
         self.iterations = 0
         self._started = deps.clock()
         self.runner = ToolRunner(deps.dispatcher, deps.ctx, deps.sink, self.loops,
-                                 engine.provider, not isinstance(engine, SelfDrivingEngine))
+                                 engine.provider, not isinstance(engine, SelfDrivingEngine),
+                                 content=deps.trace_content)
         self._emit = self.runner.emit
         self._warn = self.runner.warn
 
@@ -114,11 +130,23 @@ class FrontierAgent:
             messages.append(Message(role=Role.USER, parts=[TextPart(text=task)]))
         cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
         self.iterations = cycle
-        self._emit(AgentEventKind.STARTED, cycle, {
-            "provider": self.engine.provider, "model": self.engine.model, "task": task,
-            "resumed": history is not None and len(history) > 0,
-            "limits": self.deps.limits.__dict__,
-        })
+        with tracing.span(f"invoke_agent {genai.AGENT}", agent_attributes(
+                self.deps.ctx, self.engine.provider, self.engine.model, cycle),
+                links=self.deps.trace_links) as span:
+            started = {
+                "provider": self.engine.provider, "model": self.engine.model, "task": task,
+                "resumed": history is not None and len(history) > 0,
+                "limits": self.deps.limits.__dict__,
+            }
+            traceparent = tracing.current_traceparent()
+            if traceparent is not None:  # what a later attempt links to
+                started["traceparent"] = traceparent
+            self._emit(AgentEventKind.STARTED, cycle, started)
+            run = await self._run(task, messages, cycle)
+            record_outcome(span, run)
+            return run
+
+    async def _run(self, task: str, messages: list[Message], cycle: int) -> RunResult:
         try:
             engine = self.engine
             if isinstance(engine, SelfDrivingEngine):
@@ -187,6 +215,21 @@ class FrontierAgent:
 
     async def _complete(self, client: ModelClient, request: ModelRequest,
                         cycle: int) -> ModelResponse:
+        model = self.engine.model
+        started = time.monotonic()
+        with tracing.span(f"chat {model}", chat_attributes(
+                self.deps.ctx, self.engine.provider, model, cycle), kind="client") as span:
+            record_request(span, request.system, request.messages, self.deps.trace_content)
+            try:
+                return await self._attempts(client, request, cycle, span)
+            except (ProviderError, StopRun) as exc:
+                span.set_attribute(genai.ERROR_TYPE, exc.code.value)
+                raise
+            finally:
+                record.model_call(self.engine.provider, model, time.monotonic() - started)
+
+    async def _attempts(self, client: ModelClient, request: ModelRequest, cycle: int,
+                        span: SpanLike) -> ModelResponse:
         policy = self.deps.retry
         for attempt in range(1, policy.max_attempts + 1):
             timeout = min(self.deps.limits.stall_s, max(self._remaining_wall_clock(), 0.001))
@@ -202,22 +245,27 @@ class FrontierAgent:
                 raw = exc.details.get("retry_after")
                 retry_after = float(raw) if isinstance(raw, int | float) else None
                 delay = policy.delay(attempt, retry_after, self.deps.rng)
+                span.add_event("retry", {"attempt": attempt, "delay_s": delay,
+                                         "error.type": exc.code.value})
+                record.retry(self.engine.provider)
                 self._warn("provider_retry", f"attempt {attempt} failed ({exc.message}); "
                            f"retrying in {delay:.2f}s", cycle)
                 await self.deps.sleep(delay)
                 continue
-            self._record_response(response, cycle)
+            cost = self._record_response(response, cycle)
+            record_response(span, response, response.model or self.engine.model, cost,
+                            self.deps.trace_content)
             return response
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def _record_response(self, response: ModelResponse, cycle: int) -> None:
+    def _record_response(self, response: ModelResponse, cycle: int) -> float:
         self._emit(AgentEventKind.MODEL_RESPONSE, cycle, {
             "text": response.message.text,
             "tool_calls": [c.model_dump(mode="json") for c in response.message.tool_calls],
             "stop_reason": response.stop_reason, "response_id": response.response_id,
             "message": response.message.model_dump(mode="json"),  # what a resume rebuilds
         })
-        self.account(response.usage, response.model or self.engine.model, cycle)
+        return self.account(response.usage, response.model or self.engine.model, cycle)
 
     def account(self, usage: Usage, model: str, cycle: int) -> float:
         """Add one usage report to the totals, charge the budget, emit a usage snapshot."""
@@ -228,6 +276,8 @@ class FrontierAgent:
                        cycle)
         if self.deps.budget is not None and step.cost_usd > 0:
             self.deps.budget.charge(step.cost_usd)
+        record.usage(self.engine.provider, model, step.input_tokens, step.output_tokens,
+                     step.cost_usd)
         self._emit(AgentEventKind.USAGE, cycle, {
             "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
                       "cost_usd": step.cost_usd},
@@ -264,6 +314,7 @@ class FrontierAgent:
         gateway = LoopToolGateway(self.runner, engine, self._check_before_tool_call)
         self._check_before_model_call()
         session: SessionOutcome | None = None
+        started_ns, started = time.time_ns(), time.monotonic()
         with anyio.move_on_after(max(self._remaining_wall_clock(), 0.001)) as scope:
             try:
                 session = await engine.run_session(
@@ -280,7 +331,8 @@ class FrontierAgent:
         if scope.cancelled_caught or session is None:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
         self.iterations = session.turns
-        self.account(session.usage, engine.model, gateway.calls)
+        cost = self.account(session.usage, engine.model, gateway.calls)
+        self._session_span(engine, session, cost, started_ns, time.monotonic() - started)
         if session.final_text:
             messages.append(Message(role=Role.ASSISTANT,
                                     parts=[TextPart(text=session.final_text)]))
@@ -288,6 +340,19 @@ class FrontierAgent:
         return self.finish(verdict.outcome, messages, gateway.calls,
                            final_text=verdict.final_text, code=verdict.code,
                            message=verdict.message, extra=verdict.extra)
+
+    def _session_span(self, engine: SelfDrivingEngine, session: SessionOutcome, cost: float,
+                      started_ns: int, seconds: float) -> None:
+        """The session's model use as one ``chat`` span (its CLI ran the turns; the tool spans
+        came from the gateway meanwhile)."""
+        with tracing.span(f"chat {engine.model}", chat_attributes(
+                self.deps.ctx, engine.provider, engine.model, session.turns), kind="client",
+                start_time_ns=started_ns) as span:
+            span.set_attribute(genai.RESPONSE_MODEL, engine.model)
+            span.set_attribute(genai.FINISH_REASONS, [session.stop_reason])
+            span.set_attribute("studio.turns", session.turns)
+            record_usage(span, session.usage.input_tokens, session.usage.output_tokens, cost)
+        record.model_call(engine.provider, engine.model, seconds)
 
     # -- the end ------------------------------------------------------------------------------
     def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,

@@ -8,6 +8,7 @@ value (:class:`ToolStep`).
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,8 +20,10 @@ from services.execution.guards import LoopDetector, LoopVerdict
 from services.execution.messages import ToolCall
 from services.execution.outcomes import StopRun
 from services.execution.ports import AgentEvent, AgentEventKind, EventSink
+from services.execution.spans import ContentFilter, record_tool, tool_attributes
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
+from services.telemetry import record, tracing
 
 
 @dataclass(frozen=True)
@@ -47,6 +50,7 @@ class ToolRunner:
     loops: LoopDetector
     provider: str
     inline: bool
+    content: ContentFilter | None = None  # tool arguments and results in spans (see spans)
 
     def emit(self, kind: AgentEventKind, cycle: int, data: dict[str, Any]) -> None:
         self.sink.emit(AgentEvent(kind=kind, execution_id=self.ctx.execution_id, cycle=cycle,
@@ -62,11 +66,17 @@ class ToolRunner:
     async def run(self, call: ToolCall, cycle: int) -> ToolStep:
         """Dispatch one call; a repeated outcome adds a warning, or the stop of the run."""
         self.emit(AgentEventKind.TOOL_CALL, cycle, {"call": call.model_dump(mode="json")})
-        if self.inline:
-            outcome = self.dispatcher.dispatch(call, self.ctx)
-        else:
-            outcome = await anyio.to_thread.run_sync(self.dispatcher.dispatch, call, self.ctx)
-        envelope = envelope_to_json(outcome)
+        started = time.monotonic()
+        with tracing.span(f"execute_tool {call.tool_name}",
+                          tool_attributes(self.ctx, call, cycle)) as span:
+            if self.inline:
+                outcome = self.dispatcher.dispatch(call, self.ctx)
+            else:
+                outcome = await anyio.to_thread.run_sync(self.dispatcher.dispatch, call,
+                                                         self.ctx)
+            envelope = envelope_to_json(outcome)
+            result = record_tool(span, call, envelope, self.content)
+        record.tool_call(call.domain, call.operation, result, time.monotonic() - started)
         self.emit(AgentEventKind.TOOL_RESULT, cycle, {
             "call": call.model_dump(mode="json"), "envelope": envelope,
             "provider": self.provider,

@@ -30,6 +30,7 @@ from typing import IO
 
 from services.execution.errors import SubstrateError
 from services.executors.base import Handle, SubstrateStatus
+from services.settings import TELEMETRY_VARIABLES, TRACE_CONTEXT_VARIABLES
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +59,8 @@ EXECUTOR_ENV_NAMES: tuple[str, ...] = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "AWS_BEARER_TOKEN_BEDROCK",
-    "OTEL_EXPORTER_OTLP_ENDPOINT",
-    "OTEL_SERVICE_NAME",
+    *TELEMETRY_VARIABLES,  # where traces go and metrics are written (not the OTLP headers)
+    *TRACE_CONTEXT_VARIABLES,  # the span that started the child
 )
 EXECUTOR_ENV_PREFIXES: tuple[str, ...] = ("STUDIO_",)
 

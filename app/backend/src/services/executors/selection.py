@@ -26,7 +26,12 @@ from services.executors.base import Substrate
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.local import LocalSubstrate, executor_environment
 from services.executors.pod_manifest import DEFAULT_SECRET_ENV, JobSettings
-from services.settings import ExecutorKind, StudioSettings
+from services.settings import (
+    TELEMETRY_VARIABLES,
+    TRACE_CONTEXT_VARIABLES,
+    ExecutorKind,
+    StudioSettings,
+)
 
 # Where a pod finds the namespace it runs in (mounted with its service-account token).
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
@@ -47,7 +52,16 @@ def forwarded_environment(settings: StudioSettings) -> dict[str, str]:
     return plain
 
 
-def job_settings(settings: StudioSettings, *, github_token: bool = True) -> JobSettings:
+def trace_environment(environment: Mapping[str, str]) -> dict[str, str]:
+    """What a Job's pod needs to export its spans into the worker's trace: the OTLP endpoint and
+    the other telemetry variables, ``TRACEPARENT`` (never the OTLP headers, nor the worker's
+    metrics directory, which a pod cannot reach)."""
+    names = (set(TELEMETRY_VARIABLES) | set(TRACE_CONTEXT_VARIABLES)) - {"PROMETHEUS_MULTIPROC_DIR"}
+    return {name: value for name, value in environment.items() if name in names}
+
+
+def job_settings(settings: StudioSettings, *, github_token: bool = True,
+                 environment: Mapping[str, str] | None = None) -> JobSettings:
     """The executor Job's knobs, from ``STUDIO_KUBE_*``.
 
     ``github_token=False`` leaves ``STUDIO_GITHUB_TOKEN`` out of the pod: an execution whose
@@ -57,7 +71,7 @@ def job_settings(settings: StudioSettings, *, github_token: bool = True) -> JobS
                        if github_token or secret.name != GITHUB_TOKEN_VARIABLE)
     return JobSettings(
         secret_env=secret_env,
-        extra_env=forwarded_environment(settings),
+        extra_env={**forwarded_environment(settings), **trace_environment(environment or {})},
         service_account_name=settings.kube_service_account,
         secret_name=settings.kube_secret_name,
         sandbox_mode=settings.kube_sandbox.value,
@@ -108,14 +122,14 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
     return client.ApiClient(configuration)
 
 
-def kubernetes_substrate(settings: StudioSettings, *,
-                         github_token: bool = True) -> KubernetesSubstrate:
+def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
+                         environment: Mapping[str, str] | None = None) -> KubernetesSubstrate:
     api = kube_api_client(settings)
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
         settings.kube_image or "",
-        job_settings(settings, github_token=github_token),
+        job_settings(settings, github_token=github_token, environment=environment),
         core_api=client.CoreV1Api(api),
     )
 
@@ -125,5 +139,6 @@ def build_substrate(settings: StudioSettings, environment: Mapping[str, str], *,
     """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits;
     ``github_token``: whether a Kubernetes pod gets the GitHub token)."""
     if settings.executor is ExecutorKind.KUBERNETES:
-        return kubernetes_substrate(settings, github_token=github_token)
+        return kubernetes_substrate(settings, github_token=github_token,
+                                    environment=environment)
     return LocalSubstrate(env=executor_environment(environment))

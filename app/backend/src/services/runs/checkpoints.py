@@ -33,6 +33,7 @@ from services.db.checkpoints import Checkpoint, CheckpointRepository
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
+from services.telemetry import tracing
 
 MAX_PATCH_BYTES = 5 * 1024 * 1024
 # Operations that never change the workspace: no checkpoint after them.
@@ -104,8 +105,9 @@ class CheckpointingToolStore:
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         checkpoint = None
         if (str(envelope.get("domain")), str(envelope.get("operation"))) not in READ_ONLY:
-            candidate = take_checkpoint(self.workspace, self.base_commit, self.author,
-                                        self.max_bytes)
+            with tracing.span("studio.checkpoint", {"studio.execution_id": execution_id}):
+                candidate = take_checkpoint(self.workspace, self.base_commit, self.author,
+                                            self.max_bytes)
             if candidate.sha256 != self.last_sha256:
                 checkpoint = candidate
         redacted = self.redactor.data(envelope)

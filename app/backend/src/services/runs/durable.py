@@ -81,6 +81,7 @@ from services.runs.results import (
     recorded_run,
 )
 from services.settings import StudioSettings, get_settings
+from services.telemetry import record, tracing
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +105,12 @@ def _failed_run(row: NodeExecution, error: StudioError) -> RunResult:
     return failed_run(row.id, row.provider, row.model, error.code, error.message)
 
 
+def _earlier_attempts(events: list[tuple[str, dict[str, Any]]]) -> tuple[str, ...]:
+    """The ``traceparent`` of every earlier attempt's agent span (a resume links to them)."""
+    return tuple(str(data["traceparent"]) for kind, data in events
+                 if kind == AgentEventKind.STARTED.value and data.get("traceparent"))
+
+
 def _spent(events: list[tuple[str, dict[str, Any]]]) -> UsageTotals | None:
     """What the earlier attempts used: the per-execution budget spans every attempt."""
     total = recorded_usage(events)
@@ -124,10 +131,14 @@ class DurableRun:
         self.author = GitAuthor(settings.git_author_name, settings.git_author_email)
         self.redactor = Redactor.from_settings(settings)
         self.executions = ExecutionRepository(db, self.redactor)
+        self.provider, self.started = "", time.monotonic()
 
     def run(self) -> ExecutionOutcome:
         row = self.executions.get(self.id)
         assert row is not None  # the claim proved it exists
+        self.provider, self.started = row.provider, time.monotonic()
+        if row.base_commit is not None:
+            record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
         refusal = cutover_refusal(row.settings_snapshot)
         if refusal is not None:
@@ -140,7 +151,9 @@ class DurableRun:
             repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
             wiring = github_wiring(self.db, self.settings, request, repo)
             self.redactor.add(wiring.token)
-            ws = self._workspace(row, request, wiring.git_auth)
+            with tracing.span("studio.provision", {"studio.execution_id": self.id,
+                                                   "studio.resumed": row.base_commit is not None}):
+                ws = self._workspace(row, request, wiring.git_auth)
             return self._attempt(row, request, wiring, ws)
         except StaleLease:
             raise
@@ -177,7 +190,9 @@ class DurableRun:
         or the git host unavailable) is simply tried again, a few times, with backoff."""
         for attempt in range(1, FINALIZE_ATTEMPTS + 1):
             try:
-                return self._finalize(ws, ctx, run, request)
+                with tracing.span("studio.finalize", {"studio.execution_id": self.id,
+                                                      "studio.attempt": attempt}):
+                    return self._finalize(ws, ctx, run, request)
             except StudioError as error:
                 if not error.retryable or attempt == FINALIZE_ATTEMPTS:
                     raise
@@ -253,7 +268,8 @@ class DurableRun:
             spent=_spent(events))
         return run_loop(self.settings, LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
-            rebuild_messages(events) or None), ctx, wiring, self.sinks, self.redactor)
+            rebuild_messages(events) or None, trace_links=_earlier_attempts(events)),
+            ctx, wiring, self.sinks, self.redactor)
 
     # -- the end ------------------------------------------------------------------------------
     def _finalize(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
@@ -287,6 +303,8 @@ class DurableRun:
              branch: str | None) -> ExecutionOutcome:
         fields = end_fields(run, self.redactor)
         self.lease.update(**fields, finished_at=utcnow())
+        record.attempt_ended(self.provider, run.outcome.value, str(fields["status"]),
+                             time.monotonic() - self.started)
         row = self.executions.get(self.id)
         return ExecutionOutcome(
             self.id, "ran", fields["status"], run, branch=branch,
@@ -311,7 +329,9 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
         timings = LeaseTimings.from_db(database)
         owner = owner or new_owner()
         claimed_at = time.monotonic()
-        epoch = store.claim(execution_id, owner, timings.ttl_s)
+        with tracing.span("studio.lease.claim", {"studio.execution_id": execution_id}) as span:
+            epoch = store.claim(execution_id, owner, timings.ttl_s)
+            span.set_attribute("studio.lease_epoch", epoch or 0)
         if epoch is None:
             row = ExecutionRepository(database).get(execution_id)
             status = row.status if row is not None else None

@@ -33,6 +33,7 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git.args import git, head_id
 from services.execution.tool_domains.git.remote import FetchArgs, PushArgs, fetch, push
 from services.execution.tool_domains.git.tools import AddArgs, CommitArgs, add, commit
+from services.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -107,13 +108,14 @@ def _commit_leftovers(ctx: ToolDomainContext, result: AgentResult,
                       request: FinalizeRequest) -> bool:
     if not git(ctx, ["status", "--porcelain", "--untracked-files=all"]).text.strip():
         return False
-    add(AddArgs(paths=["."]), ctx)
-    try:
-        commit(CommitArgs(message=commit_message(result, request.prompt)), ctx)
-    except ToolFailure as failure:
-        if failure.code is ErrorCode.NOTHING_TO_COMMIT:
-            return False
-        raise
+    with tracing.span("studio.commit", {"studio.execution_id": request.execution_id}):
+        add(AddArgs(paths=["."]), ctx)
+        try:
+            commit(CommitArgs(message=commit_message(result, request.prompt)), ctx)
+        except ToolFailure as failure:
+            if failure.code is ErrorCode.NOTHING_TO_COMMIT:
+                return False
+            raise
     return True
 
 
@@ -155,16 +157,20 @@ def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeReque
     pushed = False
     if remote != head:
         check_lease()
-        push(PushArgs(branch=branch, set_upstream=False), ctx)
+        with tracing.span("studio.push", {"studio.execution_id": request.execution_id}):
+            push(PushArgs(branch=branch, set_upstream=False), ctx)
         pushed = True
     if not request.pull_request or ctx.pull_requests is None:
         note = "" if not request.pull_request else "no pull-request integration: PR skipped"
         return Finalized(branch, head, pushed, committed, note=note)
-    ref = ctx.pull_requests.create_or_reuse(
-        execution_id=request.execution_id, workspace=ctx.resolved_workspace_root(),
-        head_branch=branch, base_branch=request.base_branch,
-        title=commit_message(result, request.prompt).splitlines()[0],
-        body=pull_request_body(result, request.execution_id), draft=False)
+    with tracing.span("studio.pull_request", {"studio.execution_id": request.execution_id},
+                      kind="client") as span:
+        ref = ctx.pull_requests.create_or_reuse(
+            execution_id=request.execution_id, workspace=ctx.resolved_workspace_root(),
+            head_branch=branch, base_branch=request.base_branch,
+            title=commit_message(result, request.prompt).splitlines()[0],
+            body=pull_request_body(result, request.execution_id), draft=False)
+        span.set_attribute("studio.pr_number", ref.number)
     log.info("execution %s: branch %s at %s, pull request %s", request.execution_id, branch,
              head[:12], ref.url)
     return Finalized(branch, head, pushed, committed, pr_url=ref.url, pr_number=ref.number)

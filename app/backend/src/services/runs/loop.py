@@ -43,7 +43,12 @@ from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
-from services.settings import StudioSettings, get_settings, mcp_base_environment
+from services.settings import (
+    StudioSettings,
+    capture_message_content,
+    get_settings,
+    mcp_base_environment,
+)
 
 
 def agent_limits(values: dict[str, Any]) -> AgentLimits:
@@ -97,6 +102,7 @@ class LoopInputs:
     prompt: str
     script: Path | dict[str, Any] | None = None
     history: list[Message] | None = None
+    trace_links: tuple[str, ...] = ()  # earlier attempts' agent spans (services.telemetry)
 
 
 def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContext,
@@ -156,6 +162,8 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
                 *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])]),
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
+            trace_links=inputs.trace_links,
+            trace_content=redactor.text if capture_message_content() else None,
         )
         return anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
 

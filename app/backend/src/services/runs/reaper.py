@@ -37,6 +37,7 @@ from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import reap_orphans, workspace_root
 from services.settings import StudioSettings
+from services.telemetry import record
 
 log = logging.getLogger(__name__)
 
@@ -58,6 +59,7 @@ def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[
             give_up(db, execution_id, row.lease_epoch)
             continue
         log.info("reaper: the lease of %s expired; dispatching it again", execution_id)
+        record.reaper_dispatch("expired")
         dispatch(execution_id)
         dispatched.append(execution_id)
     return dispatched
@@ -71,6 +73,7 @@ def reap_unclaimed(db: Database, dispatch: Dispatch, *, limit: int = 100) -> lis
     for execution_id in found:
         log.warning("reaper: execution %s was dispatched over %.0fs ago and never claimed; "
                     "dispatching it again", execution_id, bound)
+        record.reaper_dispatch("unclaimed")
         dispatch(execution_id)
     return found
 

@@ -28,6 +28,7 @@ from services.db.session import open_database
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
+from services.telemetry import tracing
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +45,9 @@ def run_child(execution_id: str) -> SubstrateStatus:
     settings = get_settings()
     github_token = (settings.executor is ExecutorKind.LOCAL
                     or _on_integration_origin(settings, execution_id))
-    substrate = build_substrate(settings, process_environment(), github_token=github_token)
+    # the child (a process, a pod) continues this task's trace: TRACEPARENT in its environment
+    substrate = build_substrate(settings, {**process_environment(), **tracing.environment()},
+                                github_token=github_token)
     handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
         return _supervise_job(substrate, handle)

@@ -38,6 +38,7 @@ from services.execution.providers.replay import load_script
 from services.repos.urls import validate_repo_url
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
+from services.telemetry import tracing
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
 
@@ -89,6 +90,7 @@ def create_execution_route(
                                         settings=settings)
     except InvalidSettingValue as exc:
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
+    tracing.annotate({"studio.execution_id": execution_id})
     launcher.launch(execution_id)
     response.headers["Location"] = f"/api/executions/{execution_id}"
     return ExecutionCreated(id=execution_id, status=ExecutionStatus.QUEUED)

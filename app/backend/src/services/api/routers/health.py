@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import anyio.to_thread
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.api.deps import get_db, get_settings
@@ -50,10 +50,9 @@ def readyz(db: Database = Depends(get_db),  # noqa: B008
 
 @router.get("/metrics", response_class=PlainTextResponse,
             responses={200: {"content": {"text/plain": {"schema": {"type": "string"}}}}})
-async def metrics(request: Request,
-                  db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa: B008
-    """Prometheus text format: executions by status, tool calls by outcome, requests."""
+async def metrics(db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa: B008
+    """Prometheus text format (see the Observability page of the docs for the families)."""
     executions = await anyio.to_thread.run_sync(executions_by_status, db)
     tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
-    body = exposition(executions, tool_calls, request.app.state.request_counter)
+    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls)
     return PlainTextResponse(body, media_type=CONTENT_TYPE)

@@ -1,0 +1,53 @@
+"""Families read from the database when ``/metrics`` is scraped (the API's): what is recorded
+now, whichever process recorded it.
+
+``studio_executions`` (gauge, by ``status``); ``studio_executions_finished_total`` (counter, by
+final ``status``: a final status never changes, so it only grows); ``studio_tool_calls_total``
+(counter, by ``outcome``: ``ok``, an error code, or ``pending``); ``studio_queue_depth`` (gauge:
+executions queued, not yet claimed); ``studio_executions_running`` (gauge: claimed, running or
+finalizing).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+ACTIVE_STATUSES = ("claimed", "running", "finalizing")
+
+
+@dataclass(frozen=True, eq=False)  # hashed by identity (a registry keys its collectors)
+class DatabaseSnapshot:
+    """A collector (``prometheus_client``'s protocol: ``collect()``) over counts read once."""
+
+    executions: Mapping[str, int]
+    tool_calls: Mapping[str, int]
+    statuses: Sequence[str]
+    final_statuses: Sequence[str]
+
+    def collect(self) -> Iterator[Any]:
+        from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+        known = sorted(set(self.statuses) | set(self.executions))
+        by_status = GaugeMetricFamily("studio_executions", "Executions recorded, by status.",
+                                      labels=["status"])
+        for status in known:
+            by_status.add_metric([status], self.executions.get(status, 0))
+        yield by_status
+        finished = CounterMetricFamily("studio_executions_finished",
+                                       "Executions that ended, by final status.",
+                                       labels=["status"])
+        for status in self.final_statuses:
+            finished.add_metric([status], self.executions.get(status, 0))
+        yield finished
+        calls = CounterMetricFamily("studio_tool_calls", "Tool calls recorded, by outcome.",
+                                    labels=["outcome"])
+        for outcome, count in sorted(self.tool_calls.items()):
+            calls.add_metric([outcome], count)
+        yield calls
+        yield GaugeMetricFamily("studio_queue_depth", "Executions queued, not yet claimed.",
+                                value=self.executions.get("queued", 0))
+        yield GaugeMetricFamily("studio_executions_running",
+                                "Executions claimed, running or finalizing.",
+                                value=sum(self.executions.get(s, 0) for s in ACTIVE_STATUSES))
