@@ -51,8 +51,10 @@ def test_execution_runs_in_the_background_and_records_its_tool_calls(api: ApiSer
     assert calls[3]["error_code"] == "path_not_found"
     assert execution_id in [e["id"] for e in listed["executions"]]
     events = read_all(api, execution_id)
-    assert [e.id for e in events] == list(range(1, len(events) + 1))
-    assert events[-1].kind == "finished"
+    journal = events[:-1]
+    assert [e.id for e in journal] == list(range(1, len(journal) + 1))
+    assert events[-1].kind == "end" and events[-1].id == journal[-1].id
+    assert events[-1].data["data"]["status"] == "succeeded"
 
 
 @pytest.mark.parametrize("repo_url", [

@@ -21,6 +21,7 @@ from services.api.auth import Scope, route_scope
 from services.api.body_guard import BodyGuardMiddleware
 from services.api.dispatch import WorkDispatch
 from services.api.errors import install_error_handlers
+from services.api.journal_hub import JournalHub
 from services.api.launcher import DispatchLauncher, Launcher
 from services.api.metrics import RequestCounter
 from services.api.middleware import RequestIdMiddleware
@@ -97,6 +98,7 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                               "calls and live events, settings, the kill switch, providers.")
     app.state.db, app.state.settings, app.state.launcher = database, settings, runner
     app.state.dispatch = dispatch
+    app.state.journal_hub = JournalHub(database)
     app.state.request_counter = RequestCounter()
     install_error_handlers(app)
     for name in ROUTER_MODULES:
