@@ -3,6 +3,7 @@ git host with a seeded repository to clone: what the API tests talk to over real
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -19,6 +20,7 @@ import httpx2
 from services.db.api_tokens import ApiTokenRepository
 from services.db.session import Database, create_db_engine
 from tests.support.git_http_server import git_http_server, seed_bare_repo
+from tests.support.github_api import github_api
 
 GIT_TOKEN = "ghs_ApiTestToken0123456789abcdefABCDEF"
 REPO = "acme/widgets"
@@ -82,11 +84,15 @@ def _drain(process: subprocess.Popen[str], log: list[str], found: threading.Even
 
 
 @contextmanager
-def running_api(root: Path) -> Iterator[ApiServer]:
-    """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``."""
-    with git_http_server(root / "git-host", GIT_TOKEN) as host:
+def running_api(root: Path, *, github: bool = False) -> Iterator[ApiServer]:
+    """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``
+    (with ``github``, also the GitHub API stand-in over that host, so pull requests open)."""
+    with git_http_server(root / "git-host", GIT_TOKEN) as host, contextlib.ExitStack() as stack:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
         env = studio_env(root, host.base_url)
+        if github:
+            fake = stack.enter_context(github_api(host.root, GIT_TOKEN))
+            env["STUDIO_GITHUB_API_URL"] = fake.api_url
         process = subprocess.Popen(
             [sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
              "--log-level", "info"],

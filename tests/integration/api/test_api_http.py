@@ -33,8 +33,10 @@ def test_public_health_and_openapi(api: ApiServer) -> None:
         assert "/api/executions" in spec["paths"]
         assert "HTTPBearer" in spec["components"]["securitySchemes"]
         page = client.get("/")
-        assert page.status_code == 200 and "viewer.js" in page.text
-        assert client.get("/static/viewer.js").status_code == 200
+        assert page.status_code == 200 and "/static/run_page.js" in page.text
+        assert client.get("/static/run_page.js").status_code == 200
+        assert client.get("/static/vendor/dagre.min.js").status_code == 200
+        assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
 def test_execution_runs_in_the_background_and_records_its_tool_calls(api: ApiServer) -> None:

@@ -24,7 +24,7 @@ from services.api.errors import install_error_handlers
 from services.api.journal_hub import JournalHub
 from services.api.launcher import DispatchLauncher, Launcher
 from services.api.metrics import RequestCounter
-from services.api.middleware import RequestIdMiddleware
+from services.api.middleware import RequestIdMiddleware, SecurityHeadersMiddleware
 from services.api.routers.viewer import static_dir
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
@@ -37,6 +37,8 @@ ROUTER_MODULES: tuple[str, ...] = (
     "providers",
     "viewer",
     "flowcharts",
+    "run_artifacts",
+    "operators",
 )
 
 API_PREFIX = "/api/"
@@ -112,5 +114,6 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                                           "X-Request-ID", "X-Correlation-ID"],
                            expose_headers=["X-Request-ID", "X-Correlation-ID"])
     app.add_middleware(RequestIdMiddleware, counter=app.state.request_counter)
+    app.add_middleware(SecurityHeadersMiddleware)
     check_scopes(app)
     return app
