@@ -1,6 +1,6 @@
-"""The studio pages in headless Chromium against a live ``studio api`` (it runs each execution in
-a ``studio execute`` child, the worker's code path) with a git host and the GitHub API stand-in,
-so runs are cloned, pushed and get their pull request.
+"""The studio pages in headless Chromium against a live ``studio api`` on PostgreSQL that sends
+each execution to a real ``studio worker`` (Celery on the Redis broker), with a git host and the
+GitHub API stand-in, so runs are cloned, pushed and get their pull request.
 
 Each test drives a page as a person would and checks what it shows; every page visited is
 screenshotted (``test-artifacts/screenshots``) and checked with axe-core (no serious or critical
@@ -35,14 +35,22 @@ from tests.integration.api.browser import (
 )
 from tests.integration.api.helpers import FINAL, create, wait_final
 from tests.integration.api.server import ApiServer, running_api
+from tests.integration.celery_fixtures import claimed_broker
+from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 
 FAILING_TEST = "echo 'FAILED test_widgets: expected 3, got 2'; echo 'AssertionError' >&2; exit 1"
 
 
 @pytest.fixture(scope="module")
-def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
-    with running_api(tmp_path_factory.mktemp("studio-pages"), github=True) as server:
-        yield server
+def studio(tmp_path_factory: pytest.TempPathFactory, pg_admin: str) -> Iterator[ApiServer]:
+    url = create_migrated_pg_database(pg_admin)
+    try:
+        with claimed_broker() as broker, running_api(
+                tmp_path_factory.mktemp("studio-pages"), github=True, database_url=url,
+                broker=broker) as server:
+            yield server
+    finally:
+        drop_pg_database(pg_admin, url)
 
 
 @pytest.fixture
@@ -329,13 +337,18 @@ def _setting_row(driver: WebDriver, key: str) -> dict[str, str]:
 def test_the_operator_page_flips_the_cutover_and_the_kill_switch_stops_a_run(
     studio: ApiServer, browser: WebDriver
 ) -> None:
+    paid = {"turns": [{"final": "done", "usage": {"input_tokens": 1000, "output_tokens": 50,
+                                                  "cost_usd": 0.05}}]}
+    assert wait_final(studio, create(studio, paid))["cost_usd"] == pytest.approx(0.05)
     login(browser, studio.url, studio.admin, "#/operators")
     key = "agent_runtime_cutover_enabled"
     try:
         wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#settings tr"))
         assert _setting_row(browser, key) == {"value": "true", "source": "default"}
         assert browser.find_elements(By.CSS_SELECTOR, "#provider-matrix tbody tr")
-        assert "spend-title" in browser.page_source
+        spend = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#spend tr")]
+        assert len(spend) == 1 and studio.repo_url in spend[0]
+        assert "$0.0500" in spend[0] and "$20.0000" in spend[0]
         _checked(browser, "operators")
         Select(browser.find_element(By.ID, f"setting-{key}")).select_by_value("false")
         browser.find_element(By.ID, f"save-{key}").click()
