@@ -77,6 +77,17 @@
       const controller = new AbortController();
       Studio.onLeave(() => controller.abort());
       this.follow(controller.signal);
+      Studio.every(2000, () => this.refresh());  // queued and claimed have no event of their own
+    }
+
+    async refresh() {
+      if (this.ended) return;
+      try {
+        const execution = await api("/api/executions/" + encodeURIComponent(this.id));
+        if (!this.ended && !Studio.FINAL.includes(execution.status)) this.summary(execution);
+      } catch (error) {
+        /* the stream goes on; the next refresh tries again */
+      }
     }
 
     summary(execution) {
