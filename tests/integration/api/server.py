@@ -3,6 +3,7 @@ git host with a seeded repository to clone: what the API tests talk to over real
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import subprocess
@@ -18,7 +19,9 @@ import httpx2
 
 from services.db.api_tokens import ApiTokenRepository
 from services.db.session import Database, create_db_engine
+from tests.integration.celery_fixtures import Broker, start_worker
 from tests.support.git_http_server import git_http_server, seed_bare_repo
+from tests.support.github_api import github_api
 
 GIT_TOKEN = "ghs_ApiTestToken0123456789abcdefABCDEF"
 REPO = "acme/widgets"
@@ -82,11 +85,26 @@ def _drain(process: subprocess.Popen[str], log: list[str], found: threading.Even
 
 
 @contextmanager
-def running_api(root: Path) -> Iterator[ApiServer]:
-    """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``."""
-    with git_http_server(root / "git-host", GIT_TOKEN) as host:
+def running_api(root: Path, *, github: bool = False, database_url: str | None = None,
+                broker: Broker | None = None) -> Iterator[ApiServer]:
+    """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``
+    (with ``github``, also the GitHub API stand-in over that host, so pull requests open).
+
+    ``database_url`` replaces the SQLite file (a migrated database); with ``broker`` the API
+    sends every execution to a real ``studio worker`` (Celery, started here on that broker)."""
+    with git_http_server(root / "git-host", GIT_TOKEN) as host, contextlib.ExitStack() as stack:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
-        with api_process(studio_env(root, host.base_url), host.url(REPO)) as server:
+        env = studio_env(root, host.base_url)
+        if github:
+            fake = stack.enter_context(github_api(host.root, GIT_TOKEN))
+            env["STUDIO_GITHUB_API_URL"] = fake.api_url
+        if database_url is not None:
+            env["STUDIO_DATABASE_URL"] = database_url
+        if broker is not None:
+            env.update(STUDIO_BROKER_URL=broker.url, STUDIO_WORKER_QUEUE=broker.queue)
+            worker = start_worker(env, root / "worker.log", "--concurrency", "2")
+            stack.callback(worker.stop)
+        with api_process(env, host.url(REPO)) as server:
             yield server
 
 

@@ -33,8 +33,10 @@ def test_public_health_and_openapi(api: ApiServer) -> None:
         assert "/api/executions" in spec["paths"]
         assert "HTTPBearer" in spec["components"]["securitySchemes"]
         page = client.get("/")
-        assert page.status_code == 200 and "viewer.js" in page.text
-        assert client.get("/static/viewer.js").status_code == 200
+        assert page.status_code == 200 and "/static/run_page.js" in page.text
+        assert client.get("/static/run_page.js").status_code == 200
+        assert client.get("/static/vendor/dagre.min.js").status_code == 200
+        assert "script-src 'self'" in page.headers["content-security-policy"]
 
 
 def test_execution_runs_in_the_background_and_records_its_tool_calls(api: ApiServer) -> None:
@@ -51,8 +53,10 @@ def test_execution_runs_in_the_background_and_records_its_tool_calls(api: ApiSer
     assert calls[3]["error_code"] == "path_not_found"
     assert execution_id in [e["id"] for e in listed["executions"]]
     events = read_all(api, execution_id)
-    assert [e.id for e in events] == list(range(1, len(events) + 1))
-    assert events[-1].kind == "finished"
+    journal = events[:-1]
+    assert [e.id for e in journal] == list(range(1, len(journal) + 1))
+    assert events[-1].kind == "end" and events[-1].id == journal[-1].id
+    assert events[-1].data["data"]["status"] == "succeeded"
 
 
 @pytest.mark.parametrize("repo_url", [

@@ -1,15 +1,14 @@
-"""The run-viewer page in headless Chromium (Debian's ``chromium`` driven by ``chromedriver``).
+"""The run page in headless Chromium (Debian's ``chromium`` driven by ``chromedriver``).
 
 The execution's second step blocks until the test releases it (a ``command.run`` waiting for a
 file in the workspace), so "a tool call appears before the terminal event" is checked without any
 race: the page shows the first call with its outcome while the run is provably still running.
-Screenshots go to a temporary directory; their paths are printed.
+Screenshots go to ``test-artifacts/screenshots``.
 """
 
 from __future__ import annotations
 
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
+from tests.integration.api.browser import artifacts
 from tests.integration.api.helpers import create, wait_final
 from tests.integration.api.server import ApiServer
 
@@ -57,9 +57,9 @@ def browser(tmp_path: Path) -> Iterator[WebDriver]:
 
 
 def _rows(driver: WebDriver) -> list[tuple[str, str]]:
-    return [(row.find_element(By.CLASS_NAME, "tool").text,
-             row.find_element(By.CLASS_NAME, "outcome").text)
-            for row in driver.find_elements(By.CSS_SELECTOR, "#tool-calls tr")]
+    return [(d.find_element(By.CLASS_NAME, "tool").text,
+             d.find_element(By.CLASS_NAME, "outcome").text)
+            for d in driver.find_elements(By.CSS_SELECTOR, "#conversation details.call")]
 
 
 def _text(driver: WebDriver, element_id: str) -> str:
@@ -69,33 +69,32 @@ def _text(driver: WebDriver, element_id: str) -> str:
 def test_a_tool_call_appears_live_before_the_terminal_event(
     api: ApiServer, browser: WebDriver
 ) -> None:
-    shots = Path(tempfile.mkdtemp(prefix="studio-viewer-"))
+    shots = artifacts()
     execution_id = create(api, gated_script())
     wait = WebDriverWait(browser, 60, poll_frequency=0.1)
     browser.get(api.url + "/")
     browser.find_element(By.ID, "token-input").send_keys(api.token("viewer", ["read"]))
     browser.find_element(By.ID, "token-save").click()
-    row_selector = f'#executions tr[data-id="{execution_id}"]'
-    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, row_selector))
-    browser.find_element(By.CSS_SELECTOR, row_selector).click()
+    link = f'#executions tr[data-id="{execution_id}"] a'
+    wait.until(lambda d: d.find_elements(By.CSS_SELECTOR, link))
+    browser.find_element(By.CSS_SELECTOR, link).click()
 
     wait.until(lambda d: ("workspace.write_file", "ok") in _rows(d)
                and ("command.run", "pending") in _rows(d))
     assert _text(browser, "stream-state") == "live"
-    assert _text(browser, "execution-status") == "running"
+    assert _text(browser, "run-status") == "running"
     with api.client(api.admin) as client:
         row = client.get(f"/api/executions/{execution_id}").json()
     assert row["status"] == "running" and row["finished_at"] is None
-    browser.save_screenshot(str(shots / "live.png"))
+    browser.save_screenshot(str(shots / "viewer-live.png"))
 
     (Path(row["workspace"]) / "release").write_text("go\n")
-    wait.until(lambda d: _text(d, "stream-state") == "finished")
-    assert _rows(browser) == [("workspace.write_file", "ok"), ("command.run", "ok"),
-                              ("workspace.read_file", "path_not_found")]
+    wait.until(lambda d: _text(d, "stream-state") == "ended")
+    assert _rows(browser) == [("workspace.write_file", "ok"), ("command.run", "exit 0"),
+                              ("workspace.read_file", "error path_not_found")]
     assert wait_final(api, execution_id)["status"] == "succeeded"
-    wait.until(lambda d: _text(d, "execution-status") == "succeeded")
-    browser.save_screenshot(str(shots / "finished.png"))
-    print(f"\nrun-viewer screenshots: {shots / 'live.png'} {shots / 'finished.png'}")
+    assert _text(browser, "run-status") == "succeeded"
+    browser.save_screenshot(str(shots / "viewer-finished.png"))
 
 
 def test_the_page_asks_for_a_token_and_shows_refusals(api: ApiServer, browser: WebDriver) -> None:
@@ -104,6 +103,7 @@ def test_the_page_asks_for_a_token_and_shows_refusals(api: ApiServer, browser: W
     browser.find_element(By.ID, "token-input").send_keys("studio_wrong")
     browser.find_element(By.ID, "token-save").click()
     WebDriverWait(browser, 30).until(lambda d: "unauthorized" in _text(d, "list-message"))
+    assert "unknown (unauthorized)" in _text(browser, "killswitch-state")
 
 
 def test_chromium_is_installed() -> None:

@@ -69,17 +69,27 @@ def test_a_transient_github_failure_is_retried_without_a_second_push_or_pr(
         # the first finalization dies on GitHub's 502 after the push; the retry finds the
         # branch already pushed and opens the one pull request
         world.api.fail_next.extend([502])
-        outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"})
+        outcome, row, events = _run(world, tmp_path, {"new.txt": "hello\n"})
         assert outcome.status == "succeeded", row.error_message
         assert len(world.host.pushes_of(row.branch)) == 1
         assert world.api.posts == 1 and row.pr_url is not None
+        steps = [(d["step"], d["ok"], d.get("pushed"), (d.get("error") or {}).get("code"))
+                 for kind, d in events if kind == "finalize"]
+        assert steps == [("commit", True, None, None), ("push", True, True, None),
+                         ("pull_request", False, None, "integration_unavailable"),
+                         ("commit", True, None, None), ("push", True, False, None),
+                         ("pull_request", True, None, None)]
+        assert events[-1][1]["url"] == row.pr_url
 
 
 def test_a_lasting_github_failure_fails_the_execution_after_the_retries(
         tmp_path: Path) -> None:
     with repo_world(tmp_path) as world:
         world.api.fail_next.extend([502] * 10)
-        outcome, row, _ = _run(world, tmp_path, {"new.txt": "hello\n"})
+        outcome, row, events = _run(world, tmp_path, {"new.txt": "hello\n"})
+        assert events[-1][0] == "finalize" and events[-1][1]["step"] == "pull_request"
+        assert events[-1][1]["ok"] is False
+        assert events[-1][1]["error"]["code"] == "integration_unavailable"
         assert outcome.status == "failed" and row.error_code == "integration_unavailable"
         assert len(world.host.pushes_of(row.branch)) == 1 and world.api.posts == 0
 

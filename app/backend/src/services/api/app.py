@@ -21,8 +21,9 @@ from services.api.auth import Scope, route_scope
 from services.api.body_guard import BodyGuardMiddleware
 from services.api.dispatch import WorkDispatch
 from services.api.errors import install_error_handlers
+from services.api.journal_hub import JournalHub
 from services.api.launcher import DispatchLauncher, Launcher
-from services.api.middleware import RequestIdMiddleware
+from services.api.middleware import RequestIdMiddleware, SecurityHeadersMiddleware
 from services.api.routers.viewer import static_dir
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
@@ -36,6 +37,8 @@ ROUTER_MODULES: tuple[str, ...] = (
     "providers",
     "viewer",
     "flowcharts",
+    "run_artifacts",
+    "operators",
 )
 
 API_PREFIX = "/api/"
@@ -97,6 +100,7 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                               "calls and live events, settings, the kill switch, providers.")
     app.state.db, app.state.settings, app.state.launcher = database, settings, runner
     app.state.dispatch = dispatch
+    app.state.journal_hub = JournalHub(database)
     install_error_handlers(app)
     for name in ROUTER_MODULES:
         app.include_router(_router(name))
@@ -109,6 +113,7 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                                           "X-Request-ID", "X-Correlation-ID"],
                            expose_headers=["X-Request-ID", "X-Correlation-ID"])
     app.add_middleware(RequestIdMiddleware)
+    app.add_middleware(SecurityHeadersMiddleware)
     instrument_fastapi(app)
     check_scopes(app)
     return app

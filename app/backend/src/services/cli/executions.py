@@ -1,4 +1,5 @@
-"""``studio executions list|show|cancel``: what ran, with which settings, and its evidence."""
+"""``studio executions list|show|logs|cancel``: what ran, with which settings, its evidence and its
+journal (``logs --follow`` follows a live run to its end)."""
 
 from __future__ import annotations
 
@@ -100,6 +101,47 @@ def show(
         typer.echo(_compact({**execution, "tool_calls": calls}))
     else:
         _show_rich(execution, calls)
+
+
+FOLLOW_POLL_S = 0.3
+
+
+@app.command("logs")
+def logs(
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    follow: bool = typer.Option(False, "--follow", "-f",
+                                help="Keep printing until the execution has ended."),
+) -> None:
+    """The execution's journal as the run page shows it; with --follow, until its end (final
+    status, branch, commit, pull request, tokens, cost). Exit 1 when it did not succeed."""
+    import time
+
+    from services.cli.journal_text import end_lines, event_lines
+    from services.db.executions import ExecutionRepository
+    from services.db.journal_reader import read_tail
+
+    db = open_db()
+    last = 0
+    try:
+        repository = ExecutionRepository(db)
+        while True:
+            tail = read_tail(repository, execution_id, last)
+            if tail.missing:
+                typer.echo(f"studio: no execution {execution_id}", err=True)
+                raise typer.Exit(1)
+            for event in tail.events:
+                for line in event_lines(event.kind, event.cycle, dict(event.data)):
+                    typer.echo(line)
+                last = event.seq
+            if tail.end is not None:
+                for line in end_lines(tail.end):
+                    typer.echo(line)
+                raise typer.Exit(0 if tail.end["status"] == "succeeded" else 1)
+            if not follow:
+                return
+            time.sleep(FOLLOW_POLL_S)
+    finally:
+        db.dispose()
 
 
 @app.command("cancel")

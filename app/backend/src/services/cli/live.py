@@ -1,4 +1,5 @@
-"""Live progress on stderr: each tool call and its outcome as it happens (rich)."""
+"""Live progress on stderr: each tool call and its outcome as it happens (rich); verbose, each
+command's stdout and stderr tails too."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
+from services.cli.journal_text import finalize_line, output_lines
 from services.execution.ports import AgentEvent, AgentEventKind
 
 ARGS_PREVIEW = 100
@@ -24,16 +26,18 @@ def _outcome(envelope: dict[str, Any]) -> str:
         return f"[red]✗ {escape(str(error.get('code')))}[/]: {escape(str(error.get('message')))}"
     result = envelope.get("result") or {}
     if "exit_code" in result:
-        colour = "green" if result.get("exit_code") == 0 else "yellow"
-        return f"[{colour}]exit {result.get('exit_code')}[/]"
+        if result.get("exit_code") == 0:
+            return "[green]exit 0[/]"
+        return f"[red]exit {result.get('exit_code')} FAILED[/]"
     return "[green]✓[/]"
 
 
 class LiveConsoleSink:
     """An EventSink that narrates the run on stderr."""
 
-    def __init__(self, console: Console | None = None) -> None:
+    def __init__(self, console: Console | None = None, *, verbose: bool = False) -> None:
         self.console = console or Console(stderr=True, highlight=False, soft_wrap=True)
+        self.verbose = verbose
 
     def emit(self, event: AgentEvent) -> None:
         data = event.data
@@ -47,7 +51,14 @@ class LiveConsoleSink:
             self.console.print(f"  [cyan]{event.cycle:>3}[/] {call.get('domain')}."
                                f"{call.get('operation')} {args}")
         elif event.kind is AgentEventKind.TOOL_RESULT:
-            self.console.print(f"      {_outcome(data.get('envelope') or {})}")
+            envelope = data.get("envelope") or {}
+            self.console.print(f"      {_outcome(envelope)}")
+            result = envelope.get("result")
+            if self.verbose and isinstance(result, dict) and "exit_code" in result:
+                for line in output_lines(result, indent="        "):
+                    self.console.print(escape(line))
+        elif event.kind is AgentEventKind.FINALIZE:
+            self.console.print(f"  {escape(finalize_line(data))}")
         elif event.kind is AgentEventKind.WARNING:
             self.console.print(f"  [yellow]! {escape(str(data.get('message')))}[/]")
         elif event.kind is AgentEventKind.FINISHED:

@@ -50,6 +50,8 @@ def run_command(
     max_iterations: Annotated[int | None, typer.Option(min=1)] = None,
     max_budget_usd: Annotated[float | None, typer.Option(min=0.0)] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
+    verbose: Annotated[bool, typer.Option(
+        "--verbose", "-v", help="Print each command's output tails as it ends.")] = False,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
@@ -72,7 +74,7 @@ def run_command(
         _run_repo(ExecutionRequest(
             provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
             pull_request=pull_request, script=_script(script), github_repo=github_repo,
-            allow_local=True, limit_overrides=overrides), keep_workspace, json_output)
+            allow_local=True, limit_overrides=overrides), keep_workspace, json_output, verbose)
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
@@ -80,7 +82,7 @@ def run_command(
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
                                model=model, script=script, limit_overrides=overrides)
     try:
-        result = service.run(request, sinks=[LiveConsoleSink()]).run
+        result = service.run(request, sinks=[LiveConsoleSink(verbose=verbose)]).run
     except ConfigError as exc:
         _usage_error(exc.message)
     assert result is not None  # a run in place always ends with the loop's result
@@ -104,14 +106,15 @@ def _script(path: Path | None) -> dict[str, Any] | None:
     return cast(dict[str, Any], data)
 
 
-def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool) -> None:
+def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool,
+              verbose: bool) -> None:
     from services.cli.live import LiveConsoleSink
     from services.runs.service import ExecutionService
 
     db = open_db()
     try:
         outcome = ExecutionService(db, get_settings()).run(
-            request, sinks=[LiveConsoleSink()], keep_workspace=keep_workspace)
+            request, sinks=[LiveConsoleSink(verbose=verbose)], keep_workspace=keep_workspace)
     except ExecutionError as exc:
         _usage_error(str(exc))  # "code: message"
         raise AssertionError("unreachable") from exc

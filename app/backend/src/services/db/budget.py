@@ -91,3 +91,12 @@ class DbBudget:
                     updated_at=now)
             .on_conflict_do_nothing(index_elements=["repository", "day"])
         )
+
+
+def spend_today(db: Database) -> list[tuple[str, int, int]]:
+    """``(repository, admitted, overflow)`` micro-dollars of every repository that spent today."""
+    query = (select(BudgetLedger.repository, BudgetLedger.spent_micros,
+                    BudgetLedger.overflow_micros)
+             .where(BudgetLedger.day == today()).order_by(BudgetLedger.repository))
+    with db.session() as session:
+        return [(str(r[0]), int(r[1]), int(r[2])) for r in session.execute(query)]

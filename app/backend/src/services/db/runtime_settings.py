@@ -126,6 +126,16 @@ class SettingsRepository:
             stored = {row.key: row.value for row in session.scalars(select(RuntimeSetting))}
         return {key: stored.get(key, spec.default) for key, spec in RUNTIME_SETTINGS.items()}
 
+    def described(self) -> list[dict[str, Any]]:
+        """Every known key with its effective value, where it comes from (``runtime_setting``:
+        stored in the database; ``default``), its default and its help."""
+        with self._db.session() as session:
+            stored = {row.key: row.value for row in session.scalars(select(RuntimeSetting))}
+        return [{"key": key, "value": stored.get(key, spec.default),
+                 "source": "runtime_setting" if key in stored else "default",
+                 "default": spec.default, "type": spec.type.__name__, "help": spec.help}
+                for key, spec in RUNTIME_SETTINGS.items()]
+
     def limits(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
         """The default limits, with per-node or per-run ``overrides`` (validated) on top."""
         current = self.all()

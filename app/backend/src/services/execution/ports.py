@@ -108,6 +108,8 @@ class AgentEventKind(StrEnum):
     USAGE = "usage"
     WARNING = "warning"
     FINISHED = "finished"
+    # after the loop: commit, push and pull request, each with its result (the durable path)
+    FINALIZE = "finalize"
 
 
 @dataclass(frozen=True)

@@ -285,10 +285,19 @@ class DurableRun:
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
             base_commit=ws.base_commit, pull_request=request.pull_request,
             claimed_changes=claimed_changes(run.result, events)),
-            remote_sha=remote_sha, check_lease=self.lease.check)
+            remote_sha=remote_sha, check_lease=self.lease.check, on_step=self._journal_step)
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)
         return finalized
+
+    def _journal_step(self, step: str, data: dict[str, Any]) -> None:
+        """One finalization step (commit, push, pull request) and its result, as a journal
+        event (and to the live sinks)."""
+        event = AgentEvent(AgentEventKind.FINALIZE, self.id, 0,
+                           self.redactor.data({"step": step, **data}))
+        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(event)
+        for sink in self.sinks:
+            sink.emit(event)
 
     def _journal_end(self, run: RunResult) -> None:
         """A ``finished`` event for a run that failed before its loop wrote one (live streams

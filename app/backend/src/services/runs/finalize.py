@@ -19,15 +19,21 @@ Exactly once, across crashes and retries:
 5. **Pull request** through the one keyed port shared with ``git.create_pull_request``: the
    ledger (the execution row) is consulted first, so a retry reuses the recorded one and a
    branch stranded without a PR by a crash gets its PR on the retry.
+
+Each of ``commit``, ``push`` and ``pull_request`` is reported to ``on_step`` with its result
+(``ok`` true, or false with the error's ``code`` and ``message``): the durable path journals them
+as ``finalize`` events, so a live stream shows finalization as it happens.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
-from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
+from services.execution.errors import ErrorCode, ExecutionError, StudioError, ToolFailure
 from services.execution.messages import AgentResult
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git.args import git, head_id
@@ -39,6 +45,21 @@ log = logging.getLogger(__name__)
 
 MAX_SUBJECT = 72
 RemoteSha = Callable[[str], str | None]  # branch -> the commit the remote has, or None
+StepSink = Callable[[str, dict[str, Any]], None]  # (step, its result) -> journaled
+
+
+def _no_steps(_step: str, _data: dict[str, Any]) -> None:
+    return None
+
+
+@contextmanager
+def _step(on_step: StepSink, name: str) -> Iterator[None]:
+    """Report ``name`` as failed (with the error's code and message) when its body raises."""
+    try:
+        yield
+    except StudioError as error:
+        on_step(name, {"ok": False, "error": {"code": error.code.value, "message": error.message}})
+        raise
 
 
 @dataclass(frozen=True)
@@ -131,46 +152,59 @@ def _no_lost_work(request: FinalizeRequest) -> None:
 
 
 def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeRequest, *,
-             remote_sha: RemoteSha, check_lease: Callable[[], None]) -> Finalized:
+             remote_sha: RemoteSha, check_lease: Callable[[], None],
+             on_step: StepSink = _no_steps) -> Finalized:
     """Run the five steps of the module docstring; raises ``ToolFailure`` (the execution fails
     with its code) or ``StaleLease`` (this process must stop)."""
     branch = ctx.branch
     if branch is None:
         raise ToolFailure(ErrorCode.PROTECTED_BRANCH, "the execution has no branch to finalize")
-    if git(ctx, ["symbolic-ref", "--quiet", "--short", "HEAD"], check=False).text.strip() \
-            != branch:
-        git(ctx, ["checkout", "--quiet", branch])
-    remote = remote_sha(branch)
-    if remote is not None:
-        _adopt_remote(ctx, branch, remote, request)
-    committed = _commit_leftovers(ctx, result, request)
-    head = head_id(ctx) or ""
+    with _step(on_step, "commit"):
+        if git(ctx, ["symbolic-ref", "--quiet", "--short", "HEAD"], check=False).text.strip() \
+                != branch:
+            git(ctx, ["checkout", "--quiet", branch])
+        remote = remote_sha(branch)
+        if remote is not None:
+            _adopt_remote(ctx, branch, remote, request)
+        committed = _commit_leftovers(ctx, result, request)
+        head = head_id(ctx) or ""
+        if head == request.base_commit:
+            _no_lost_work(request)
+    on_step("commit", {"ok": True, "committed": committed, "branch": branch,
+                       "head_sha": head if head != request.base_commit else None})
     if head == request.base_commit:
-        _no_lost_work(request)
-        return Finalized(branch, None, pushed=False, committed=False,
-                         note="no changes: nothing to push")
-    if remote_sha(request.base_branch) is None:
-        raise ToolFailure(ErrorCode.GIT_ERROR,
-                          f"the base branch {request.base_branch!r} does not exist on the remote",
-                          details={"reason": "base_branch_missing",
-                                   "base_branch": request.base_branch})
+        note = "no changes: nothing to push"
+        on_step("push", {"ok": True, "pushed": False, "branch": branch, "note": note})
+        return Finalized(branch, None, pushed=False, committed=False, note=note)
     pushed = False
-    if remote != head:
-        check_lease()
-        with tracing.span("studio.push", {"studio.execution_id": request.execution_id}):
-            push(PushArgs(branch=branch, set_upstream=False), ctx)
-        pushed = True
+    with _step(on_step, "push"):
+        if remote_sha(request.base_branch) is None:
+            raise ToolFailure(ErrorCode.GIT_ERROR,
+                              f"the base branch {request.base_branch!r} does not exist on the "
+                              "remote", details={"reason": "base_branch_missing",
+                                                 "base_branch": request.base_branch})
+        if remote != head:
+            check_lease()
+            with tracing.span("studio.push", {"studio.execution_id": request.execution_id}):
+                push(PushArgs(branch=branch, set_upstream=False), ctx)
+            pushed = True
+    on_step("push", {"ok": True, "pushed": pushed, "branch": branch, "head_sha": head})
     if not request.pull_request or ctx.pull_requests is None:
         note = "" if not request.pull_request else "no pull-request integration: PR skipped"
+        on_step("pull_request", {"ok": True, "skipped": True,
+                                 "note": note or "pull request not asked for"})
         return Finalized(branch, head, pushed, committed, note=note)
-    with tracing.span("studio.pull_request", {"studio.execution_id": request.execution_id},
-                      kind="client") as span:
+    with _step(on_step, "pull_request"), \
+            tracing.span("studio.pull_request", {"studio.execution_id": request.execution_id},
+                         kind="client") as span:
         ref = ctx.pull_requests.create_or_reuse(
             execution_id=request.execution_id, workspace=ctx.resolved_workspace_root(),
             head_branch=branch, base_branch=request.base_branch,
             title=commit_message(result, request.prompt).splitlines()[0],
             body=pull_request_body(result, request.execution_id), draft=False)
         span.set_attribute("studio.pr_number", ref.number)
+    on_step("pull_request", {"ok": True, "url": ref.url, "number": ref.number,
+                             "created": ref.created})
     log.info("execution %s: branch %s at %s, pull request %s", request.execution_id, branch,
              head[:12], ref.url)
     return Finalized(branch, head, pushed, committed, pr_url=ref.url, pr_number=ref.number)

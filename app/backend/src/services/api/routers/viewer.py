@@ -1,7 +1,8 @@
-"""The run-viewer page: a static shell at ``/`` (public); it asks for a token and sends it itself.
+"""The studio pages: a static shell at ``/`` (public); it asks for a token and sends it itself.
 
-The files (``index.html``, ``viewer.js``, ``viewer.css``) are package data under
-``services/api/static``; the app mounts that directory at ``/static``.
+The files (``index.html``, the scripts, ``studio.css`` and ``vendor/``: the pinned, vendored
+layout library with its licence) are package data under ``services/api/static``; the app mounts
+that directory at ``/static``. The pages are described in the docs' ``ui`` page.
 """
 
 from __future__ import annotations
