@@ -124,7 +124,7 @@ class ExecutionRepository:
         self._update(execution_id, cancel_requested=True)
 
     def get(self, execution_id: str) -> NodeExecution | None:
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             return session.get(NodeExecution, execution_id)
 
     def list(self, *, limit: int = 50, status: str | None = None) -> builtins.list[NodeExecution]:
@@ -132,7 +132,7 @@ class ExecutionRepository:
         query = select(NodeExecution).order_by(NodeExecution.created_at.desc()).limit(limit)
         if status is not None:
             query = query.where(NodeExecution.status == status)
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             return builtins.list(session.scalars(query))
 
     def events(self, execution_id: str, *, after_seq: int = 0) -> builtins.list[ExecutionEvent]:
@@ -140,13 +140,13 @@ class ExecutionRepository:
         query = (select(ExecutionEvent)
                  .where(ExecutionEvent.execution_id == execution_id, ExecutionEvent.seq > after_seq)
                  .order_by(ExecutionEvent.seq))
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             return builtins.list(session.scalars(query))
 
     def tool_calls(self, execution_id: str) -> builtins.list[ToolCallRecord]:
         query = (select(ToolCallRecord).where(ToolCallRecord.execution_id == execution_id)
                  .order_by(ToolCallRecord.cycle, ToolCallRecord.created_at))
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             return builtins.list(session.scalars(query))
 
 

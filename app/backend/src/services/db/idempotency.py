@@ -24,7 +24,7 @@ class DbIdempotencyStore:
         self._redactor = redactor or Redactor.from_settings(get_settings())
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             envelope = session.execute(
                 select(ToolCallRecord.envelope).where(
                     ToolCallRecord.execution_id == execution_id,
