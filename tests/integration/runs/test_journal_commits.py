@@ -137,13 +137,13 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
             script=_script(TURNS), pull_request=False), Redactor([TOKEN]),
             settings=world.settings())
         reader = Reader(db, execution_id)
-        reader.start()
-        try:
-            with counting_commits(db.engine) as log:
+        with counting_commits(db.engine) as log:  # (listeners are added before any thread runs)
+            reader.start()
+            try:
                 outcome = execute_execution(execution_id, settings=world.settings(), db=db)
-        finally:
-            reader.stop.set()
-            reader.join(30)
+            finally:
+                reader.stop.set()
+                reader.join(30)
         assert outcome.status == "succeeded", outcome
 
     writes = [t for t in log.committed if t.wrote and not t.lease]

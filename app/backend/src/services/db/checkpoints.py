@@ -19,6 +19,7 @@ from typing import Any
 from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
+from services.db.blobs import hydrate
 from services.db.evidence import record_tool_call
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution, ToolCallRecord, WorkspaceCheckpoint
@@ -108,7 +109,10 @@ class CheckpointRepository:
                 select(ToolCallRecord.envelope).where(
                     ToolCallRecord.execution_id == execution_id,
                     ToolCallRecord.call_id == call_id)).scalar_one_or_none()
-        return dict(envelope) if envelope is not None else None
+            if envelope is None:
+                return None
+            (envelope,) = hydrate(session, execution_id, [envelope])
+        return dict(envelope)
 
     def record_call(self, execution_id: str, call_id: str, envelope: dict[str, Any], *,
                     epoch: int, checkpoint: Checkpoint | None, owner: str | None) -> None:

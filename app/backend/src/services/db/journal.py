@@ -24,7 +24,8 @@ Two ways to write:
 A live stream reading the journal sees events in batches, still in order and without gaps.
 
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
-redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``).
+redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``), its large
+strings once per execution (:mod:`services.db.blobs`).
 When a lease epoch is given, a write from a process whose epoch is no longer the execution's
 raises :class:`StaleLease` and writes nothing (the deferred writes included).
 """
@@ -38,6 +39,7 @@ from typing import Any
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
+from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
 from services.db.executions import UnknownExecution
 from services.db.models import ExecutionEvent, NodeExecution
@@ -138,7 +140,7 @@ class DbEventSink:
         if batch:
             session.execute(insert(ExecutionEvent), [
                 {"execution_id": execution_id, "seq": first + index, "kind": event.kind.value,
-                 "cycle": event.cycle, "data": data}
+                 "cycle": event.cycle, "data": externalize(session, execution_id, data)}
                 for index, (event, data) in enumerate(batch)])
         for event, data in batch:
             if event.kind in (AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT):
