@@ -5,8 +5,9 @@ runs in this process, with a SQLAlchemy listener classifying every committed tra
 statements it ran. While the loop runs, every write transaction is a journal commit (the tool
 calls' records, checkpoints and budget charges ride along), and there are exactly two of them
 per turn with a tool call (the call before it runs; its record, checkpoint and result after it)
-and one for the final turn. A reader polling the journal meanwhile, as the API's event stream
-does, sees every event once, in order, without a gap.
+and one for the final turn; on PostgreSQL each is a single statement sent in autocommit mode
+(``studio_journal_commit``): one round trip. A reader polling the journal meanwhile, as the
+API's event stream does, sees every event once, in order, without a gap.
 """
 
 from __future__ import annotations
@@ -43,11 +44,12 @@ class Transaction:
     @property
     def wrote(self) -> bool:
         return any(s.lstrip().upper().startswith(("INSERT", "UPDATE", "DELETE"))
-                   for s in self.statements)
+                   or "studio_journal_commit" in s for s in self.statements)
 
     @property
     def journal(self) -> bool:
-        return any("execution_events" in s for s in self.statements)
+        return any("execution_events" in s or "studio_journal_commit" in s
+                   for s in self.statements)
 
     @property
     def lease(self) -> bool:
@@ -74,6 +76,9 @@ def counting_commits(engine: Engine) -> Iterator[CommitLog]:
 
     def statement(conn: Any, _cursor: Any, text: str, *_args: Any) -> None:
         with log.lock:
+            if conn.get_execution_options().get("isolation_level") == "AUTOCOMMIT":
+                log.committed.append(Transaction(False, [text]))  # its own transaction
+                return
             found = log.open.get(id(conn))
             if found is not None:
                 found.statements.append(text)
@@ -152,6 +157,8 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
     in_loop = writes[first:last + 1]
     assert all(t.journal for t in in_loop), [t.statements for t in in_loop if not t.journal]
     assert len(in_loop) == 2 * TURNS + 1
+    if db.dialect == "postgresql":  # one statement in autocommit: one round trip per commit
+        assert all(len(t.statements) == 1 for t in in_loop), [t.statements for t in in_loop]
     assert not any(t.wrote for t in log.committed if t.read_only)
 
     events = ExecutionRepository(db).events(execution_id)
@@ -191,3 +198,50 @@ def test_a_deferred_budget_charge_commits_with_the_journal(db: Database) -> None
     assert budget.spent_today() == (500_000, 0)
     assert [e.kind for e in ExecutionRepository(db).events(execution_id)] == \
         ["model_request", "finished"]
+
+
+def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
+    from services.db.checkpoints import CallWrite, Checkpoint
+    from services.db.journal import DbEventSink, StaleLease
+    from services.db.leases import LeaseStore
+    from services.execution.ports import AgentEvent, AgentEventKind
+    from tests.integration.db.helpers import new_execution
+
+    execution_id = new_execution(db)
+    epoch = LeaseStore(db).claim(execution_id, "a", ttl_s=60)
+    assert epoch is not None
+    journal = DbEventSink(db, lease_epoch=epoch, buffered=True)
+    budget = DbBudget(db, execution_id, "acme/stale", 1.0, journal=journal)
+    envelope = {"ok": True, "call_id": "c1", "tool_name": "workspace_write_file",
+                "domain": "workspace", "operation": "write_file", "duration_ms": 1.0}
+    journal.emit(AgentEvent(AgentEventKind.MODEL_REQUEST, execution_id, 0, {}))
+    budget.charge(0.25)
+    journal.defer(execution_id, CallWrite(execution_id, "c1", envelope, Checkpoint(
+        "0" * 40, b"patch", 5, "1" * 64), epoch, "a"))
+    LeaseStore(db).guarded_update(execution_id, epoch, {"lease_epoch": epoch + 1})
+    try:
+        journal.emit(AgentEvent(AgentEventKind.TOOL_RESULT, execution_id, 0,
+                                {"call": envelope, "envelope": envelope}))
+        raise AssertionError("a stale epoch was not refused")
+    except StaleLease as stale:
+        assert f"now {epoch + 1}" in stale.message
+    assert ExecutionRepository(db).events(execution_id) == []
+    assert ExecutionRepository(db).tool_calls(execution_id) == []
+    with db.session() as session:
+        assert session.execute(select(WorkspaceCheckpoint)).first() is None
+    assert budget.spent_today() == (0, 0)
+
+
+def test_charges_that_do_not_fit_overflow_when_they_ride_along(db: Database) -> None:
+    from services.db.journal import DbEventSink
+    from services.execution.ports import AgentEvent, AgentEventKind
+    from tests.integration.db.helpers import new_execution
+
+    execution_id = new_execution(db)
+    journal = DbEventSink(db, buffered=True)
+    budget = DbBudget(db, execution_id, "acme/overflow", 1.0, journal=journal)
+    for _ in range(3):
+        budget.charge(0.4)
+        journal.emit(AgentEvent(AgentEventKind.TOOL_CALL, execution_id, 0, {}))
+    assert budget.spent_today() == (800_000, 400_000)
+    assert budget.check() is not None

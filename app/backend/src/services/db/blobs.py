@@ -41,10 +41,20 @@ def externalize(session: Session, execution_id: str, value: Any) -> Any:
     """``value`` with its large strings replaced by references, the strings stored (once) in
     ``session``'s transaction."""
     found: dict[str, bytes] = {}
-    stored = _replace(value, found)
+    stored = extract(value, found)
     if found:
         _store(session, execution_id, found)
     return stored
+
+
+def extract(value: Any, found: dict[str, bytes]) -> Any:
+    """``value`` with its large strings replaced by references; the strings (UTF-8) are added
+    to ``found`` by digest, for the caller to store (:func:`compress`)."""
+    return _replace(value, found)
+
+
+def compress(raw: bytes) -> bytes:
+    return zlib.compress(raw, COMPRESSION_LEVEL)
 
 
 def hydrate(session: Session, execution_id: str, values: list[Any]) -> list[Any]:
@@ -116,7 +126,7 @@ def _restore(value: Any, texts: dict[str, str]) -> Any:
 def _store(session: Session, execution_id: str, found: dict[str, bytes]) -> None:
     known: set[str] = session.info.setdefault(("studio_blobs", execution_id), set())
     rows = [{"execution_id": execution_id, "digest": digest, "size_bytes": len(raw),
-             "data": zlib.compress(raw, COMPRESSION_LEVEL)}
+             "data": compress(raw)}
             for digest, raw in found.items() if digest not in known]
     if not rows:
         return

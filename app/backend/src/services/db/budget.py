@@ -16,7 +16,9 @@ one that makes the model's answer durable) instead of a transaction of its own.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -64,28 +66,12 @@ class DbBudget:
         if micros <= 0:
             return
         day = today()
+        charge = Charge(self.repository, day, micros, self.limit_micros)
         if self._journal is not None:
-            self._journal.defer(self.execution_id,
-                                lambda session: self._charge(session, day, micros))
+            self._journal.defer(self.execution_id, charge)
             return
         with self._db.session() as session:
-            self._charge(session, day, micros)
-
-    def _charge(self, session: Session, day: date, micros: int) -> None:
-        ledger = BudgetLedger
-        key = (ledger.repository == self.repository) & (ledger.day == day)
-        self._ensure_row(session, day)
-        admitted = session.execute(
-            update(ledger)
-            .where(key, ledger.spent_micros + micros <= self.limit_micros)
-            .values(spent_micros=ledger.spent_micros + micros, updated_at=utcnow())
-            .returning(ledger.spent_micros)
-        ).one_or_none()
-        if admitted is None:
-            session.execute(
-                update(ledger).where(key)
-                .values(overflow_micros=ledger.overflow_micros + micros, updated_at=utcnow())
-            )
+            charge.apply(session)
 
     def spent_today(self) -> tuple[int, int]:
         """``(admitted, overflow)`` micro-dollars for today."""
@@ -97,11 +83,39 @@ class DbBudget:
             ).one_or_none()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
-    def _ensure_row(self, session: Session, day: date) -> None:
+
+@dataclass(frozen=True)
+class Charge:
+    """One admitted-or-overflow charge of a repository's day (a journal ``PendingWrite`` too)."""
+
+    repository: str
+    day: date
+    micros: int
+    limit_micros: int
+
+    def apply(self, session: Session) -> None:
+        ledger = BudgetLedger
+        key = (ledger.repository == self.repository) & (ledger.day == self.day)
         now: datetime = utcnow()
         session.execute(
             dialect_insert(session)(BudgetLedger)
-            .values(repository=self.repository, day=day, spent_micros=0, overflow_micros=0,
-                    updated_at=now)
+            .values(repository=self.repository, day=self.day, spent_micros=0,
+                    overflow_micros=0, updated_at=now)
             .on_conflict_do_nothing(index_elements=["repository", "day"])
         )
+        admitted = session.execute(
+            update(ledger)
+            .where(key, ledger.spent_micros + self.micros <= self.limit_micros)
+            .values(spent_micros=ledger.spent_micros + self.micros, updated_at=utcnow())
+            .returning(ledger.spent_micros)
+        ).one_or_none()
+        if admitted is None:
+            session.execute(
+                update(ledger).where(key)
+                .values(overflow_micros=ledger.overflow_micros + self.micros,
+                        updated_at=utcnow())
+            )
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        return [{"op": "charge", "repository": self.repository, "day": self.day.isoformat(),
+                 "micros": self.micros, "limit": self.limit_micros}]

@@ -13,6 +13,7 @@ stays beside it.
 
 from __future__ import annotations
 
+import base64
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,7 @@ from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from services.db.blobs import hydrate
-from services.db.evidence import record_tool_call
+from services.db.evidence import evidence_op, record_tool_call
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution, ToolCallRecord, WorkspaceCheckpoint
 from services.db.session import Database
@@ -71,6 +72,34 @@ def write_call(session: Session, execution_id: str, call_id: str, envelope: dict
     record_tool_call(session, execution_id, call_id, envelope=envelope)
     if checkpoint is not None:
         add_checkpoint(session, execution_id, checkpoint, call_id, epoch=epoch, owner=owner)
+
+
+@dataclass(frozen=True)
+class CallWrite:
+    """A tool call's record and the checkpoint taken after it, handed to the journal to ride
+    along with its next commit (a :class:`~services.db.journal.PendingWrite`)."""
+
+    execution_id: str
+    call_id: str
+    envelope: dict[str, Any]
+    checkpoint: Checkpoint | None
+    epoch: int | None
+    owner: str | None
+
+    def apply(self, session: Session) -> None:
+        write_call(session, self.execution_id, self.call_id, self.envelope, self.checkpoint,
+                   epoch=self.epoch, owner=self.owner)
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        ops = [evidence_op(self.call_id, envelope=self.envelope, blobs=blobs)]
+        cp = self.checkpoint
+        if cp is not None:
+            ops.append({
+                "op": "checkpoint", "call_id": self.call_id, "base_commit": cp.base_commit,
+                "available": cp.available, "size_bytes": cp.size_bytes, "sha256": cp.sha256,
+                "patch": base64.b64encode(cp.patch).decode() if cp.patch is not None else None,
+                "epoch": self.epoch, "owner": self.owner})
+        return ops
 
 
 def check_epoch(session: Session, execution_id: str, epoch: int) -> None:

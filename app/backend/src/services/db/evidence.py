@@ -14,7 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
-from services.db.blobs import externalize
+from services.db.blobs import externalize, extract
 from services.db.models import ToolCallRecord
 from services.db.session import dialect_insert
 
@@ -82,3 +82,21 @@ def record_tool_call(
         setattr(row, key, value)
     row.envelope = externalize(session, execution_id, envelope)
     return True
+
+
+def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,
+                envelope: dict[str, Any] | None = None, cycle: int | None = None,
+                provider: str | None = None, blobs: dict[str, bytes]) -> dict[str, Any]:
+    """What :func:`record_tool_call` writes, as one operation of the PostgreSQL commit function
+    (``studio_journal_commit``, which applies the same first-writer-wins rules); large strings
+    are added to ``blobs``."""
+    op: dict[str, Any] = {"op": "evidence", "call_id": call_id, "cycle": cycle,
+                          "provider": provider, **_identity(call, envelope)}
+    if call is not None:
+        op["args"] = extract(dict(call.get("args") or {}), blobs)
+    if envelope is not None:
+        columns = _envelope_columns(envelope)
+        op.update({key: columns[key] for key in ("ok", "error_code", "duration_ms", "request_id",
+                                                 "correlation_id")})
+        op["envelope"] = extract(envelope, blobs)
+    return op

@@ -33,8 +33,8 @@ raises :class:`StaleLease` and writes nothing (the deferred writes included).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
@@ -42,6 +42,7 @@ from sqlalchemy.orm import Session
 from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
 from services.db.executions import UnknownExecution
+from services.db.journal_pg import UNKNOWN_EXECUTION, CommitRefused, EventRow, PgCommitter
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -58,7 +59,17 @@ BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
                       AgentEventKind.FINISHED})
 MAX_PENDING = 64
 
-DeferredWrite = Callable[[Session], None]
+
+class PendingWrite(Protocol):
+    """A write that rides along with the journal's next commit (a tool call's record and
+    checkpoint, a budget charge)."""
+
+    def apply(self, session: Session) -> None:
+        """Write it in ``session``'s transaction (SQLite, statement by statement)."""
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        """Its operations for ``studio_journal_commit`` (PostgreSQL); large strings go to
+        ``blobs``."""
 
 
 class DbEventSink:
@@ -73,8 +84,9 @@ class DbEventSink:
         self._max_pending = max_pending
         self._lock = threading.RLock()
         self._events: list[tuple[AgentEvent, dict[str, Any]]] = []
-        self._writes: list[tuple[str, DeferredWrite]] = []
+        self._writes: list[tuple[str, PendingWrite]] = []
         self._downstream: list[EventSink] = []
+        self._pg = PgCommitter(db, hold=buffered) if db.dialect == "postgresql" else None
 
     def forward_to(self, sinks: Sequence[EventSink]) -> None:
         """Hand every event, once committed, to ``sinks`` in order (durable before shown)."""
@@ -97,8 +109,8 @@ class DbEventSink:
             self._events.append((event, data))
             return self.flush()
 
-    def defer(self, execution_id: str, write: DeferredWrite) -> None:
-        """Run ``write`` in the transaction of the next commit (now, when not buffered)."""
+    def defer(self, execution_id: str, write: PendingWrite) -> None:
+        """Apply ``write`` in the transaction of the next commit (now, when not buffered)."""
         with self._lock:
             self._writes.append((execution_id, write))
             if not self._buffered:
@@ -110,8 +122,8 @@ class DbEventSink:
         return len(self._events)
 
     def flush(self) -> int:
-        """Commit what waits, in one transaction; answers the last sequence number written
-        (0 when there were no events)."""
+        """Commit what waits, in one transaction per execution (one, in practice); answers the
+        last sequence number written (0 when there were no events)."""
         with self._lock:
             events, writes = self._events, self._writes
             if not events and not writes:
@@ -123,15 +135,42 @@ class DbEventSink:
             for execution_id, _ in writes:
                 by_execution.setdefault(execution_id, [])
             last = 0
-            with self._db.session() as session:
+            if self._pg is not None:
                 for execution_id, batch in by_execution.items():
-                    last = self._insert(session, execution_id, batch)
-                for _, write in writes:
-                    write(session)
+                    last = self._commit_pg(execution_id, batch,
+                                           [w for e, w in writes if e == execution_id])
+            else:
+                with self._db.session() as session:
+                    for execution_id, batch in by_execution.items():
+                        last = self._insert(session, execution_id, batch)
+                    for _, write in writes:
+                        write.apply(session)
             for event, _ in events:
                 for sink in self._downstream:
                     sink.emit(event)
             return last
+
+    def close(self) -> None:
+        """Commit what waits and give back the connection a buffered journal keeps."""
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                if self._pg is not None:
+                    self._pg.close()
+
+    def _commit_pg(self, execution_id: str, batch: list[tuple[AgentEvent, dict[str, Any]]],
+                   writes: list[PendingWrite]) -> int:
+        assert self._pg is not None
+        rows = [EventRow(event.kind.value, event.cycle, data, _evidence_args(event, data))
+                for event, data in batch]
+        try:
+            last = self._pg.commit(execution_id, self._lease_epoch, rows, writes)
+        except CommitRefused as refused:
+            if refused.code == UNKNOWN_EXECUTION:
+                raise UnknownExecution(execution_id) from None
+            raise self._stale(execution_id, refused.current_epoch) from None
+        return last if batch else 0
 
     def _insert(self, session: Session, execution_id: str,
                 batch: list[tuple[AgentEvent, dict[str, Any]]]) -> int:
@@ -143,8 +182,9 @@ class DbEventSink:
                  "cycle": event.cycle, "data": externalize(session, execution_id, data)}
                 for index, (event, data) in enumerate(batch)])
         for event, data in batch:
-            if event.kind in (AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT):
-                _record_evidence(session, event, data)
+            found = _evidence_args(event, data)
+            if found is not None:
+                record_tool_call(session, event.execution_id, **found)
         return last
 
     def _bump_seq(self, session: Session, execution_id: str, count: int) -> int:
@@ -161,23 +201,25 @@ class DbEventSink:
             raise UnknownExecution(execution_id)
         seq, epoch = row
         if self._lease_epoch is not None and epoch != self._lease_epoch:
-            raise StaleLease(
-                f"lease epoch {self._lease_epoch} is stale (now {epoch})",
-                details={"execution_id": execution_id},
-            )
+            raise self._stale(execution_id, epoch)
         return int(seq)
 
+    def _stale(self, execution_id: str, epoch: int | None) -> StaleLease:
+        return StaleLease(f"lease epoch {self._lease_epoch} is stale (now {epoch})",
+                          details={"execution_id": execution_id})
 
-def _record_evidence(session: Session, event: AgentEvent, data: dict[str, Any]) -> None:
+
+def _evidence_args(event: AgentEvent, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The evidence a ``tool_call`` or ``tool_result`` event writes (``None``: none)."""
+    if event.kind not in (AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT):
+        return None
     call = data.get("call") if isinstance(data.get("call"), dict) else None
     envelope = data.get("envelope") if isinstance(data.get("envelope"), dict) else None
     call_id = (call or envelope or {}).get("call_id")
     if not call_id:
-        return
+        return None
     provider = data.get("provider")
-    record_tool_call(
-        session, event.execution_id, str(call_id), call=call,
-        envelope=envelope if event.kind is AgentEventKind.TOOL_RESULT else None,
-        cycle=int(data.get("cycle", event.cycle)),
-        provider=str(provider) if provider is not None else None,
-    )
+    return {"call_id": str(call_id), "call": call,
+            "envelope": envelope if event.kind is AgentEventKind.TOOL_RESULT else None,
+            "cycle": int(data.get("cycle", event.cycle)),
+            "provider": str(provider) if provider is not None else None}

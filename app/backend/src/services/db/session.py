@@ -11,7 +11,8 @@ database's consistency: see ``docs/sphinx/persistence.rst``). Every write transa
 ``BEGIN IMMEDIATE``: writers queue on the database lock up front instead of failing later with
 ``SQLITE_BUSY`` when a read turns into a write (this is what makes the budget and the journal's
 sequence counter atomic across processes). :meth:`Database.read_session` is for reads only: on
-SQLite it begins a deferred transaction, which takes no lock a writer waits for.
+SQLite it begins a deferred transaction, which takes no lock a writer waits for; on PostgreSQL it
+runs in autocommit mode (one round trip per statement).
 """
 
 from __future__ import annotations
@@ -120,8 +121,11 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker(engine, expire_on_commit=False)
+        read_options: dict[str, Any] = {READ_ONLY_OPTION: True}
+        if engine.dialect.name == "postgresql":  # each SELECT its own transaction: no BEGIN
+            read_options["isolation_level"] = "AUTOCOMMIT"
         self.read_sessionmaker = sessionmaker(
-            engine.execution_options(**{READ_ONLY_OPTION: True}), expire_on_commit=False)
+            engine.execution_options(**read_options), expire_on_commit=False)
 
     @property
     def dialect(self) -> str:
@@ -136,8 +140,9 @@ class Database:
 
     @contextmanager
     def read_session(self) -> Iterator[Session]:
-        """A session for reads only (on SQLite a deferred transaction, no write lock taken);
-        a write in it may fail with ``database is locked``."""
+        """A session for reads only: on SQLite a deferred transaction (no write lock taken; a
+        write in it may fail with ``database is locked``), on PostgreSQL autocommit (each
+        statement its own snapshot, no ``BEGIN``/``COMMIT`` round trips)."""
         with self.read_sessionmaker() as session, session.begin():
             yield session
 

@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from services.db.checkpoints import Checkpoint, CheckpointRepository, write_call
+from services.db.checkpoints import CallWrite, Checkpoint, CheckpointRepository
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -116,9 +116,8 @@ class CheckpointingToolStore:
                 checkpoint = candidate
         redacted = self.redactor.data(envelope)
         if self.journal is not None:
-            epoch, owner = self.epoch, self.owner
-            self.journal.defer(execution_id, lambda session: write_call(
-                session, execution_id, call_id, redacted, checkpoint, epoch=epoch, owner=owner))
+            self.journal.defer(execution_id, CallWrite(
+                execution_id, call_id, redacted, checkpoint, self.epoch, self.owner))
         else:
             self.records.record_call(execution_id, call_id, redacted, epoch=self.epoch,
                                      checkpoint=checkpoint, owner=self.owner)

@@ -6,7 +6,8 @@ tool-call store, the journal, the run control, what earlier attempts spent);
 recorded, refreshed from the runtime settings). :func:`run_loop` builds the engine in a scratch
 directory of its own, the tool registry (MCP servers included) and the sinks, and runs the loop
 once. A buffered journal (:class:`~services.db.journal.DbEventSink`) hands each event to the
-other sinks once it is committed, and is flushed when the loop ends, however it ends.
+other sinks once it is committed, and is flushed (its connection given back) when the loop ends,
+however it ends.
 """
 
 from __future__ import annotations
@@ -169,10 +170,10 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
         except BaseException:
             if isinstance(journal, DbEventSink):  # what happened before the failure is kept
                 with contextlib.suppress(Exception):
-                    journal.flush()
+                    journal.close()
             raise
         if isinstance(journal, DbEventSink):
-            journal.flush()
+            journal.close()
         return run
 
 
