@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -32,6 +32,7 @@ from services.execution.messages import Message
 from services.execution.outcomes import RunResult, UsageTotals
 from services.execution.ports import (
     AgentEvent,
+    AgentEventKind,
     BudgetPort,
     EventSink,
     IdempotencyStore,
@@ -150,14 +151,44 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
                                                        base_env=mcp_base_environment()))
             hub.register(registry)
+        cycles = LastCycle()
+        sink = FanOutSink([cycles, wiring.journal, *(RedactingSink(s, redactor) for s in [
+            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])])
+        ctx = stack.enter_context(execution_sandbox(ctx, sink, cycles))
         deps = AgentDeps(
-            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
-            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
-                *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])]),
+            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx, sink=sink,
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
         )
         return anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
+
+
+class LastCycle:
+    """Remembers the cycle of the last event, for events raised outside the loop's own code."""
+
+    def __init__(self) -> None:
+        self.cycle = 0
+
+    def emit(self, event: AgentEvent) -> None:
+        self.cycle = event.cycle
+
+
+@contextlib.contextmanager
+def execution_sandbox(ctx: ToolDomainContext, sink: EventSink,
+                      cycles: LastCycle) -> Iterator[ToolDomainContext]:
+    """``ctx`` with the execution's own sandbox (one for all its commands under bubblewrap),
+    closed when the loop ends, however it ends; a sandbox started again is journaled as a
+    ``warning`` event."""
+    if ctx.sandbox is None:
+        yield ctx
+        return
+
+    def notify(code: str, message: str) -> None:
+        sink.emit(AgentEvent(kind=AgentEventKind.WARNING, execution_id=ctx.execution_id,
+                             cycle=cycles.cycle, data={"code": code, "message": message}))
+
+    with ctx.sandbox.session(ctx.resolved_workspace_root(), notify) as sandbox:
+        yield replace(ctx, sandbox=sandbox)
 
 
 class RedactingSink:
