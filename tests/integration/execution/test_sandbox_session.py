@@ -18,6 +18,8 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -257,6 +259,33 @@ def test_the_sandbox_ends_with_the_session(workspace: Path) -> None:
         _run(ctx, command="true")
         pid = _session(ctx).pid()
     assert pid is not None and wait_gone(pid)
+
+
+def test_closing_during_a_command_ends_both(workspace: Path) -> None:
+    """A loop cancelled while a worker thread still runs a command: nothing waits for it."""
+    marker = sleep_marker()
+    results: list[dict[str, Any]] = []
+    with sandbox_context(workspace, "bwrap-session") as ctx:
+        _run(ctx, command="true")
+        pid = _session(ctx).pid()
+        worker = threading.Thread(
+            target=lambda: results.append(_run(ctx, command=f"sleep {marker}", timeout_s=60)))
+        worker.start()
+        assert gone_after_appearing(marker) is False
+    worker.join(10)
+    assert not worker.is_alive()
+    assert results and results[0]["exit_code"] is None, results
+    assert pid is not None and wait_gone(pid)
+    assert gone(marker)
+
+
+def gone_after_appearing(marker: str) -> bool:
+    """Wait for ``marker`` to appear; then whether it is already gone (it should not be)."""
+    for _ in range(200):
+        if marker_pids(marker):
+            return False
+        time.sleep(0.025)
+    raise AssertionError("the command never started")
 
 
 def test_the_sandbox_ends_with_the_loop_and_restarts_are_journaled(workspace: Path) -> None:

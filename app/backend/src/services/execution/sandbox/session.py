@@ -83,8 +83,13 @@ class _Sandbox:
     def __init__(self, executable: str, system_args: Sequence[str], limits: Any,
                  workspace: Path) -> None:
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
-        seccomp = program_fd()
-        script = _script_fd()
+        try:
+            seccomp = program_fd()
+            script = _script_fd()
+        except OSError:
+            self.channel.close()
+            theirs.close()
+            raise
         argv = [
             executable, *system_args, "--as-pid-1",
             "--seccomp", str(seccomp),
@@ -290,8 +295,12 @@ class BwrapSession:
                         + (f" ({detail})" if detail else ""))
             log.warning("sandbox of %s ended; starting a new one", self.workspace)
         self.box = None
-        box = _Sandbox(self.per_command.executable, self.per_command.system_args,
-                       self.per_command.limits, self.workspace)
+        try:
+            box = _Sandbox(self.per_command.executable, self.per_command.system_args,
+                           self.per_command.limits, self.workspace)
+        except OSError as exc:
+            raise ToolFailure(ErrorCode.SANDBOX_UNAVAILABLE,
+                              f"the sandbox could not be prepared: {exc}") from None
         box.start()
         self.starts += 1
         self.box = box
@@ -326,12 +335,25 @@ class BwrapSession:
         return _SessionCommand(box, out_r, err_r, self.lock.release)
 
     def close(self) -> None:
-        """End the sandbox (idempotent); later commands run with a per-command ``bwrap``."""
-        with self.lock:
-            self.closed = True
+        """End the sandbox (idempotent); later commands run with a per-command ``bwrap``.
+
+        A command still running (a loop cancelled while a worker thread runs it) is not waited
+        for: shutting the channel down makes the supervisor kill it and exit, and the runner
+        sees the sandbox end.
+        """
+        self.closed = True
+        box = self.box
+        if box is not None:
+            with contextlib.suppress(OSError):
+                box.channel.shutdown(socket.SHUT_RDWR)
+        held = self.lock.acquire(timeout=CLOSE_TIMEOUT_S)
+        try:
             if self.box is not None:
                 self.box.close()
                 self.box = None
+        finally:
+            if held:
+                self.lock.release()
 
     def pid(self) -> int | None:
         """The ``bwrap`` process of the running sandbox (for tests and diagnostics)."""

@@ -37,6 +37,7 @@ import select
 import shutil
 import signal
 import socket
+import subprocess
 import sys
 
 PROTOCOL = 1
@@ -65,30 +66,18 @@ def _receive(channel: socket.socket) -> tuple[dict[str, object] | None, list[int
     return json.loads(data), fds
 
 
-def _child(channel: int, argv: list[str], env: dict[str, str], cwd: str,
-           out: int, err: int) -> None:
-    """In the forked child: become the command (never returns)."""
+def _start(argv: list[str], env: dict[str, str], cwd: str, out: int,
+           err: int) -> subprocess.Popen[bytes] | int:
+    """Start the command (``vfork``: no page-table copy of this interpreter); its exit status
+    when it cannot be executed (after saying so on its stderr, as a shell would)."""
     try:
-        os.close(channel)
-        os.setsid()
-        null = os.open("/dev/null", os.O_RDONLY)
-        os.dup2(null, 0)
-        os.dup2(out, 1)
-        os.dup2(err, 2)
-        os.closerange(3, 65536)
-        # Python (and this supervisor) ignore some signals; a command starts with the defaults.
-        for number in signal.valid_signals():
-            if number not in (signal.SIGKILL, signal.SIGSTOP):
-                with contextlib.suppress(OSError, ValueError):
-                    signal.signal(number, signal.SIG_DFL)
-        try:
-            os.chdir(cwd)
-            os.execvpe(argv[0], argv, env)
-        except OSError as exc:
-            os.write(2, f"cannot execute: {exc.strerror or exc}\n".encode())
-            os._exit(127 if exc.errno == errno.ENOENT else 126)
-    finally:
-        os._exit(126)
+        return subprocess.Popen(
+            argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=out, stderr=err,
+            close_fds=True, start_new_session=True, restore_signals=True,
+        )
+    except OSError as exc:
+        os.write(err, f"cannot execute: {exc.strerror or exc}\n".encode())
+        return 127 if exc.errno == errno.ENOENT else 126
 
 
 def _clear_namespace() -> None:
@@ -152,37 +141,39 @@ def _reset_scratch(points: frozenset[str], above: frozenset[str]) -> None:
     os.mkdir(HOME, 0o700)
 
 
+def _wait(channel: socket.socket, proc: subprocess.Popen[bytes]) -> tuple[int, bool]:
+    """Wait for the command's end, killing it when asked; (status, whether the harness is
+    still there)."""
+    alive = True
+    pidfd = os.pidfd_open(proc.pid)
+    try:
+        while True:
+            ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
+            if pidfd in ready:
+                return proc.wait(), alive
+            message, extra = _receive(channel)
+            for fd in extra:
+                os.close(fd)
+            if message is None:
+                alive = False
+                proc.kill()
+            elif message.get("op") == "kill":
+                proc.kill()
+    finally:
+        os.close(pidfd)
+
+
 def _run(channel: socket.socket, request: dict[str, object], fds: list[int],
          mounts: tuple[frozenset[str], frozenset[str]]) -> bool:
     """Run one command to its end; False when the harness went away meanwhile."""
     argv = [str(a) for a in request["argv"]]  # type: ignore[attr-defined]
     env = {str(k): str(v) for k, v in request["env"].items()}  # type: ignore[attr-defined]
-    out, err = fds[0], fds[1]
-    pid = os.fork()
-    if pid == 0:
-        _child(channel.fileno(), argv, env, str(request["cwd"]), out, err)
-    for fd in fds:
-        os.close(fd)
-    pidfd = os.pidfd_open(pid)
-    alive = True
-    status: int | None = None
     try:
-        while status is None:
-            ready, _, _ = select.select([pidfd, channel.fileno()], [], [])
-            if channel.fileno() in ready:
-                message, extra = _receive(channel)
-                for fd in extra:
-                    os.close(fd)
-                if message is None:
-                    alive = False
-                    os.kill(pid, signal.SIGKILL)
-                elif message.get("op") == "kill":
-                    os.kill(pid, signal.SIGKILL)
-            if pidfd in ready:
-                _, code = os.waitpid(pid, 0)
-                status = -os.WTERMSIG(code) if os.WIFSIGNALED(code) else os.WEXITSTATUS(code)
+        started = _start(argv, env, str(request["cwd"]), fds[0], fds[1])
     finally:
-        os.close(pidfd)
+        for fd in fds:
+            os.close(fd)
+    status, alive = (started, True) if isinstance(started, int) else _wait(channel, started)
     _clear_namespace()
     if not alive:
         return False
@@ -200,9 +191,9 @@ def main(fd: int) -> None:
     # Non-dumpable: a command (same uid, no capabilities) cannot open /proc/1/fd, read
     # /proc/1/mem or take the channel with pidfd_getfd.
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_DUMPABLE, 0, 0, 0, 0)
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    signal.signal(signal.SIGPIPE, signal.SIG_IGN)
+    # The kernel drops a signal sent to a namespace's init from inside unless init handles it:
+    # no handler here (Python's own SIGINT one included), so a command cannot signal PID 1.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     mounts = _mount_points()
     _reset_scratch(*mounts)
     _send(channel, {"op": "ready", "protocol": PROTOCOL})
