@@ -108,11 +108,27 @@ def test_the_environment_is_built_per_command(
 
 
 def test_scratch_directories_start_empty(ctx: ToolDomainContext) -> None:
-    _run(ctx, command='echo x > "$TMPDIR/left" && echo y > "$HOME/left-home"')
-    second = _run(ctx, command='ls -A "$TMPDIR" "$HOME"; cat "$TMPDIR/left" 2>&1 || true')
-    assert "left" not in second["stdout"].replace("left-home", "") or "No such" in second[
-        "stdout"], second
-    assert "left-home" not in second["stdout"], second
+    _run(ctx, command='echo x > "$TMPDIR/left-tmp" && echo y > "$HOME/left-home"')
+    second = _run(ctx, command='ls -A "$TMPDIR" "$HOME"')
+    assert "left-tmp" not in second["stdout"] and "left-home" not in second["stdout"], second
+
+
+HOSTILE_SCRATCH = (
+    "mkdir -p /tmp/a/b/c /var/tmp/d /tmp/home/e && touch /tmp/a/b/c/f /dev/shm/g && "
+    "mkfifo /tmp/fifo && ln -s / /tmp/root-link && chmod 000 /tmp/a/b/c /tmp/a/b /tmp/a && "
+    "chmod 000 /tmp/home/e /var/tmp/d && chmod 000 /tmp/home; chmod 000 /tmp; echo planted"
+)
+
+
+def test_hostile_scratch_leftovers_are_cleared(session_ctx: ToolDomainContext,
+                                               notices: list[tuple[str, str]]) -> None:
+    assert _run(session_ctx, command=HOSTILE_SCRATCH)["stdout"] == "planted\n"
+    after = _run(session_ctx, command="ls -A /tmp /var/tmp /dev/shm /tmp/home; touch $HOME/ok "
+                                       "$TMPDIR/ok /var/tmp/ok /dev/shm/ok")
+    assert after["exit_code"] == 0, after
+    listed = after["stdout"].split()
+    assert not {"a", "d", "e", "f", "g", "fifo", "root-link"} & set(listed), after
+    assert _session(session_ctx).starts == 1 and notices == []
 
 
 def test_exit_codes_signals_and_timeouts(ctx: ToolDomainContext) -> None:

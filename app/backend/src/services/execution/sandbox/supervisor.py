@@ -121,23 +121,26 @@ def _remove(path: str) -> None:
         os.unlink(path)
 
 
-def _empty(directory: str, points: frozenset[str], above: frozenset[str]) -> None:
-    """Remove everything under ``directory`` except mount points and the way to them."""
-    if not os.path.isdir(directory):
+def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: int) -> None:
+    """Remove everything under ``directory`` except mount points and the way to them; its mode
+    back to ``mode`` first (a command may have taken its own rights away)."""
+    if not os.path.isdir(directory) or os.path.islink(directory):
         return
+    with contextlib.suppress(OSError):  # not ours to change: listing it says if it matters
+        os.chmod(directory, mode)
     for name in os.listdir(directory):
         full = os.path.join(directory, name)
         if full in points:
             continue
         if full in above:
-            _empty(full, points, above)
+            _empty(full, points, above, 0o755)
         else:
             _remove(full)
 
 
 def _reset_scratch(points: frozenset[str], above: frozenset[str]) -> None:
     for directory in SCRATCH:
-        _empty(directory, points, above)
+        _empty(directory, points, above, 0o1777)
     os.mkdir(HOME, 0o700)
 
 
