@@ -174,6 +174,10 @@ class _Sandbox:
         if self.prepared.finish is not None:
             self.prepared.finish()  # kills whatever is left in the sandbox's cgroup
 
+    def abandon_process(self) -> None:
+        """Kill the sandbox's processes, leaving the channel to whoever is reading it."""
+        self._kill()
+
     def _kill(self) -> None:
         if self.proc is not None:
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -346,14 +350,18 @@ class BwrapSession:
         if box is not None:
             with contextlib.suppress(OSError):
                 box.channel.shutdown(socket.SHUT_RDWR)
-        held = self.lock.acquire(timeout=CLOSE_TIMEOUT_S)
+        if not self.lock.acquire(timeout=CLOSE_TIMEOUT_S):
+            # Still not over: end the sandbox; the runner, which owns the channel while its
+            # command runs, sees it end and closes it.
+            if box is not None:
+                box.abandon_process()
+            return
         try:
             if self.box is not None:
                 self.box.close()
                 self.box = None
         finally:
-            if held:
-                self.lock.release()
+            self.lock.release()
 
     def pid(self) -> int | None:
         """The ``bwrap`` process of the running sandbox (for tests and diagnostics)."""
