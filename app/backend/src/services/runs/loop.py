@@ -187,7 +187,7 @@ def execution_sandbox(ctx: ToolDomainContext, sink: EventSink,
         sink.emit(AgentEvent(kind=AgentEventKind.WARNING, execution_id=ctx.execution_id,
                              cycle=cycles.cycle, data={"code": code, "message": message}))
 
-    with ctx.sandbox.session(ctx.resolved_workspace_root(), notify) as sandbox:
+    with ctx.sandbox.session(ctx.workspace_root, notify) as sandbox:
         yield replace(ctx, sandbox=sandbox)
 
 
