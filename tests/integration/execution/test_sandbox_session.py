@@ -131,6 +131,21 @@ def test_hostile_scratch_leftovers_are_cleared(session_ctx: ToolDomainContext,
     assert _session(session_ctx).starts == 1 and notices == []
 
 
+@pytest.mark.parametrize("name", ["wörk space", "back\\slash", "new\nline"])
+def test_a_workspace_beneath_tmp_survives_the_scratch_reset(tmp_path: Path, name: str) -> None:
+    """The workspace is bound beneath the sandbox's /tmp when it lives under the host's: the
+    supervisor must keep it, whatever its name, while it empties /tmp after each command."""
+    workspace = tmp_path / name
+    workspace.mkdir()
+    (workspace / "keep.txt").write_text("kept")
+    with sandbox_context(workspace, "bwrap-session") as ctx:
+        assert _run(ctx, command="echo more > more.txt")["exit_code"] == 0
+        assert _run(ctx, command="cat keep.txt more.txt")["stdout"] == "keptmore\n"
+        assert _session(ctx).starts == 1
+    assert (workspace / "keep.txt").read_text() == "kept"
+    assert (workspace / "more.txt").read_text() == "more\n"
+
+
 def test_exit_codes_signals_and_timeouts(ctx: ToolDomainContext) -> None:
     assert _run(ctx, command="exit 7")["exit_code"] == 7
     killed = _run(ctx, command="kill -TERM $$")

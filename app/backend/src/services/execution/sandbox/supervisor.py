@@ -33,6 +33,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -93,11 +94,15 @@ def _clear_namespace() -> None:
 
 def _mount_points() -> tuple[frozenset[str], frozenset[str]]:
     """The sandbox's mount points (the workspace may be bound beneath ``/tmp``) and every
-    directory above one: those are kept when the scratch directories are emptied."""
+    directory above one: those are kept when the scratch directories are emptied. (Commands
+    cannot add any: no capability, and the seccomp filter refuses ``mount``.)"""
     points: set[str] = set()
-    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+    with open("/proc/self/mountinfo", "rb") as table:
         for line in table:
-            points.add(line.split()[4].encode().decode("unicode_escape"))
+            # Field 5; the kernel writes space, tab, newline and backslash as octal escapes.
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                         line.split()[4])
+            points.add(os.fsdecode(raw))
     above: set[str] = set()
     for point in points:
         parent = os.path.dirname(point)
@@ -107,18 +112,28 @@ def _mount_points() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(points), frozenset(above)
 
 
-def _remove(path: str) -> None:
-    """Remove ``path`` whatever its modes (the owner may always make its directories usable)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, 0o700)
-        for root, dirs, _ in os.walk(path):
-            for name in dirs:
-                full = os.path.join(root, name)
-                if not os.path.islink(full):
-                    os.chmod(full, 0o700)
-        shutil.rmtree(path)
-    else:
+def _remove(path: str, device: int) -> None:
+    """Remove ``path`` whatever its modes (the owner may always make its directories usable),
+    never touching another file system: a mount point found beneath it (the kernel named it in
+    a way :func:`_mount_points` missed) stops the supervisor before anything is removed or
+    changed there (the sandbox is then started again, and the journal says so)."""
+    if not os.path.isdir(path) or os.path.islink(path):
         os.unlink(path)
+        return
+    _own_directory(path, device)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            _own_directory(os.path.join(root, name), device)
+    shutil.rmtree(path)
+
+
+def _own_directory(path: str, device: int) -> None:
+    """``path`` (a directory of the scratch file system) made usable by its owner."""
+    status = os.lstat(path)
+    if status.st_dev != device:
+        sys.exit(f"a mount point at {path!r}: not removed")
+    if not os.path.islink(path):
+        os.chmod(path, 0o700)
 
 
 def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: int) -> None:
@@ -128,6 +143,7 @@ def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: 
         return
     with contextlib.suppress(OSError):  # not ours to change: listing it says if it matters
         os.chmod(directory, mode)
+    device = os.lstat(directory).st_dev
     for name in os.listdir(directory):
         full = os.path.join(directory, name)
         if full in points:
@@ -135,7 +151,7 @@ def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: 
         if full in above:
             _empty(full, points, above, 0o755)
         else:
-            _remove(full)
+            _remove(full, device)
 
 
 def _reset_scratch(points: frozenset[str], above: frozenset[str]) -> None:
