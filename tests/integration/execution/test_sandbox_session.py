@@ -107,6 +107,14 @@ def test_the_environment_is_built_per_command(
         assert "STUDIO_" not in result["stdout"]
 
 
+def test_large_arguments_and_environments_still_run(ctx: ToolDomainContext) -> None:
+    """Over a megabyte of request: more than a socket packet may carry (the first version of the
+    supervisor's channel refused it)."""
+    env = {f"LARGE_{i}": "y" * 30_000 for i in range(40)}
+    result = _run(ctx, command=f"echo {'x' * 120_000} | wc -c; env | grep -c '^LARGE_'", env=env)
+    assert result["stdout"].split() == ["120001", "40"], result
+
+
 def test_scratch_directories_start_empty(ctx: ToolDomainContext) -> None:
     _run(ctx, command='echo x > "$TMPDIR/left-tmp" && echo y > "$HOME/left-home"')
     second = _run(ctx, command='ls -A "$TMPDIR" "$HOME"')

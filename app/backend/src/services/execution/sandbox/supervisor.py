@@ -12,8 +12,10 @@ closed (close-on-exec, and explicitly) in every command's process, and the super
 itself non-dumpable, so a command cannot take it from ``/proc/1/fd`` or with ``pidfd_getfd``.
 Messages are JSON, one per packet:
 
-* harness -> supervisor: ``{"op": "run", "argv", "env", "cwd"}`` with the command's stdout and
-  stderr (write ends of the harness's pipes) as ``SCM_RIGHTS``; ``{"op": "kill"}`` (deadline);
+* harness -> supervisor: ``{"op": "run"}`` with three descriptors as ``SCM_RIGHTS``: the
+  command's stdout and stderr (write ends of the harness's pipes) and a memory file holding
+  ``{"argv", "env", "cwd"}`` (a packet is bounded by the socket's buffer, a command's arguments
+  and environment are not); ``{"op": "kill"}`` (the deadline);
 * supervisor -> harness: ``{"op": "ready"}`` once, then per command ``{"op": "exited",
   "status": N}`` (a negative status is the signal that ended it), sent only once every other
   process of the namespace is dead and the scratch directories are empty again.
@@ -46,6 +48,7 @@ MAX_MESSAGE = 1024 * 1024
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 HOME = "/tmp/home"
 PR_SET_DUMPABLE = 4
+RUN = b'{"op": "run"}'
 
 
 def _send(channel: socket.socket, message: dict[str, object]) -> None:
@@ -65,6 +68,17 @@ def _receive(channel: socket.socket) -> tuple[dict[str, object] | None, list[int
             os.close(fd)
         return None, []
     return json.loads(data), fds
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything in the memory file ``fd`` (closed here)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _start(argv: list[str], env: dict[str, str], cwd: str, out: int,
@@ -222,11 +236,12 @@ def main(fd: int) -> None:
             return
         if request.get("op") == "kill" and not fds:
             continue  # sent at a deadline the command had just beaten: nothing to kill
-        if request.get("op") != "run" or len(fds) != 2:
+        if request.get("op") != "run" or len(fds) != 3:
             for extra in fds:
                 os.close(extra)
             return
-        if not _run(channel, request, fds, mounts):
+        body = _read_all(fds.pop())
+        if not _run(channel, json.loads(body), fds, mounts):
             return
 
 
