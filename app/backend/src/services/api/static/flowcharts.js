@@ -32,7 +32,7 @@
     }
     dagre.layout(layout);
     const size = layout.graph();
-    const root = svg("svg", { id: "flowchart-graph", role: "img",
+    const root = svg("svg", { id: "flowchart-graph", role: "group",
                               "aria-labelledby": "flowchart-graph-title",
                               viewBox: "0 0 " + Math.ceil(size.width || 10) + " " +
                                 Math.ceil(size.height || 10),
