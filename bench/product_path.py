@@ -63,6 +63,7 @@ from bench.overhead_common import (  # noqa: E402
     Clock,
     FloorCommand,
     Stamps,
+    neutral_tools,
     step_argv,
 )
 from services.execution.prompts import system_prompt  # noqa: E402
@@ -195,7 +196,7 @@ class DurableLog:
 def floor(n: int, db: str | None, workspace: Path) -> Measure:
     """The physical floor (``db`` None) or the durable floor on ``db``."""
     sandbox = select_sandbox("none")
-    system = system_prompt("repository work", overhead_turns.neutral_tools(), "")
+    system = system_prompt("repository work", neutral_tools(), "")
     label = "physical floor" if db is None else "durable floor"
     with tempfile.TemporaryDirectory(prefix="bench-pp-floor-") as scratch, \
             served(n, tool_script(TOOL)) as server:
