@@ -105,7 +105,10 @@ def generate(bare: Path, commits: int, files: int, lines: int, changed: int, see
     proc.stdin.close()
     if proc.wait() != 0:
         raise RuntimeError("git fast-import failed")
-    _git("--git-dir", str(partial), "repack", "-a", "-d", "-q")
+    # fast-import deltifies a blob only against the blob written just before it (another
+    # file here): a full repack finds the real deltas, as the history of a real project has.
+    _git("--git-dir", str(partial), "repack", "-a", "-d", "-f", "-q", "--depth=50",
+         "--window=10")
     partial.rename(bare)
 
 
