@@ -320,7 +320,7 @@ def _rss_mib(pid: int) -> float:
 
 
 def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
-               workspace: Path) -> Measure:
+               workspace: Path, profile: Path | None = None) -> Measure:
     tool = allowed_tool_name(TOOL) if provider == "claude" else TOOL
     label = f"studio run {provider}"
     (root / "home").mkdir(exist_ok=True)
@@ -330,9 +330,11 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
             subprocess.run([sys.executable, "-m", "services.cli", "db", "upgrade"], env=env,
                            check=True, capture_output=True, timeout=300)
         started = time.perf_counter()
+        profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
         process = subprocess.Popen(
-            [sys.executable, "-m", "services.cli", "run", TASK, "--workspace", str(workspace),
-             "--provider", provider, "--max-iterations", str(n + 10), "--json"],
+            [sys.executable, *profiler, "-m", "services.cli", "run", TASK,
+             "--workspace", str(workspace), "--provider", provider,
+             "--max-iterations", str(n + 10), "--json"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         rss: list[float] = []
         while process.poll() is None:
@@ -364,8 +366,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-mini-swe-agent", action="store_true")
     parser.add_argument("--msa-venv", type=Path, default=None,
                         help="a virtualenv that already has mini-swe-agent (default: a new one)")
+    parser.add_argument("--profile", metavar="PROVIDER:DB:SANDBOX", default=None,
+                        help="only profile that studio run (cProfile) and print where it spends")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
+    if args.profile:
+        return profile_run(args.steps, *args.profile.split(":"))
     logging.getLogger("services").setLevel(logging.ERROR)  # the floors' "unconfined" warnings
     n = args.steps
     load = os.getloadavg()
@@ -399,6 +405,23 @@ def main(argv: list[str] | None = None) -> int:
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"steps": n, "load": load,
                                     "rows": [asdict(r) for r in rows]}, indent=1))
+    return 0
+
+
+def profile_run(n: int, provider: str, db: str, sandbox: str) -> int:
+    """One ``studio run`` under cProfile: its steps, and the functions the time goes to."""
+    import pstats
+
+    with tempfile.TemporaryDirectory(prefix="bench-pp-prof-") as tmp:
+        root = Path(tmp)
+        (root / "workspace").mkdir()
+        out = root / "run.prof"
+        m = studio_run(n, provider, db, sandbox, root, root / "workspace", profile=out)
+        print(f"studio run {provider} {db} {sandbox}: median {m.median_ms:.2f} ms/step "
+              f"(profiled: slower than unprofiled)")
+        stats = pstats.Stats(str(out))
+        stats.sort_stats("tottime").print_stats(25)
+        stats.sort_stats("cumulative").print_stats(r"services|sqlalchemy|sqlite3|psycopg", 30)
     return 0
 
 
