@@ -159,7 +159,8 @@ class Measured:
     git_bytes: int
 
 
-def studio_run(label: str, url: str, env: dict[str, str], workspaces: Path) -> Measured:
+def studio_run(label: str, url: str, env: dict[str, str], workspaces: Path,
+               profile: Path | None = None) -> Measured:
     """One ``studio run --repo`` whose model answers at once; the time to its first request."""
     seen = FirstRequest()
     shutil.rmtree(workspaces, ignore_errors=True)
@@ -168,7 +169,8 @@ def studio_run(label: str, url: str, env: dict[str, str], workspaces: Path) -> M
                    "STUDIO_WORKSPACE_DIR": str(workspaces)}
         started = time.perf_counter()
         done = subprocess.run(
-            [sys.executable, "-m", "services.cli", "run", "Answer at once.", "--repo", url,
+            [sys.executable, *(["-m", "cProfile", "-o", str(profile)] if profile else []),
+             "-m", "services.cli", "run", "Answer at once.", "--repo", url,
              "--provider", "codex", "--no-pr", "--json"],
             env=run_env, capture_output=True, text=True, timeout=1800, check=False)
         total = time.perf_counter() - started
@@ -176,6 +178,23 @@ def studio_run(label: str, url: str, env: dict[str, str], workspaces: Path) -> M
         raise RuntimeError(f"studio run ({label}) failed: {done.stderr[-2000:]}")
     return Measured(label, seen.at - started, total, seen.workspace_bytes, seen.checkout_bytes,
                     seen.git_bytes)
+
+
+def provision_only(url: str, work: Path) -> Measured:
+    """``provision_workspace`` alone, in this process, on the warm mirror of ``work/data``."""
+    from tests.support.settings import studio_settings
+
+    from services.repos.workspaces import cleanup, provision_workspace
+
+    settings = studio_settings(work / "data", workspace_dir=work / "ws-inproc",
+                               repo_allowed_hosts=["127.0.0.1"])
+    started = time.perf_counter()
+    ws = provision_workspace(f"bench-{time.monotonic_ns()}", url, base_branch=None,
+                             git_auth=None, settings=settings, slug="bench")
+    took = time.perf_counter() - started
+    size, git = _du(ws.root), _du(ws.path / ".git")
+    cleanup(ws)
+    return Measured("provision_workspace, warm", took, took, size, size - git, git)
 
 
 def git_clone(label: str, url: str, dest: Path, *extra: str) -> Measured:
@@ -194,6 +213,15 @@ def _host(cache: Path) -> Iterator[tuple[str, str, str]]:
         yield host.url(REPO), host.base_url, api.api_url
 
 
+def _print_profile(measured: Measured, path: Path) -> None:
+    import pstats
+
+    print(f"profiled warm run: first request after {measured.first_request_s:.2f} s "
+          f"(cProfile slows it)")
+    stats = pstats.Stats(str(path))
+    stats.sort_stats("cumulative").print_stats(r"services/|subprocess.py.*communicate", 40)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,7 +230,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lines", type=int, default=400, help="lines (64 hex chars) per file")
     parser.add_argument("--changed", type=int, default=40, help="lines rewritten per commit")
     parser.add_argument("--seed", type=int, default=12)
-    parser.add_argument("--warm-runs", type=int, default=3, help="warm-mirror runs (median)")
+    parser.add_argument("--warm-runs", type=int, default=3,
+                        help="warm-mirror runs and shallow clones (medians)")
+    parser.add_argument("--profile", action="store_true",
+                        help="also profile one warm-mirror run (cProfile) and print where it "
+                             "spends its time until the model's answer")
     args = parser.parse_args(argv)
     cache = cached_repository(args)
     with tempfile.TemporaryDirectory(prefix="studio-bench-provision-") as tmp, \
@@ -215,17 +247,22 @@ def main(argv: list[str] | None = None) -> int:
                    STUDIO_DATA_DIR=str(work / "data"), STUDIO_GITHUB_TOKEN=TOKEN,
                    STUDIO_GITHUB_API_URL=api_url, STUDIO_GITHUB_GIT_ORIGINS=base_url,
                    STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1", STUDIO_SANDBOX="none")
-        results = [git_clone("git clone --depth 1", url, work / "shallow", "--depth", "1"),
-                   git_clone("git clone (full)", url, work / "full")]
+        shallow = sorted((git_clone("git clone --depth 1", url, work / "shallow", "--depth", "1")
+                          for _ in range(args.warm_runs)), key=lambda m: m.first_request_s)
+        results = [shallow[len(shallow) // 2], git_clone("git clone (full)", url, work / "full")]
         shutil.rmtree(work / "full")
         shutil.rmtree(work / "shallow")
         results.append(studio_run("studio run, cold mirror", url, env, work / "ws"))
         warm = sorted((studio_run("studio run, warm mirror", url, env, work / "ws")
                        for _ in range(args.warm_runs)), key=lambda m: m.first_request_s)
         results.append(warm[len(warm) // 2])
+        results.append(provision_only(url, work))
         results.append(studio_run("studio run, no mirror (pod)", url,
                                   {**env, "STUDIO_REPO_MIRRORS": "false"}, work / "ws"))
         mirror_bytes = sum(_du(m) for m in (work / "data" / "mirrors").glob("*.git"))
+        if args.profile:
+            _print_profile(studio_run("profiled", url, env, work / "ws", work / "run.prof"),
+                           work / "run.prof")
     print(f"repository: {args.commits} commits, {args.files} files, "
           f"{_du(cache / 'git') / 1e6:.0f} MB packed on the host; "
           f"mirror {mirror_bytes / 1e6:.0f} MB")
@@ -235,9 +272,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{m.label:32} {m.first_request_s:16.2f} {m.total_s:8.2f} "
               f"{m.workspace_bytes / 1e6:13.1f} {m.checkout_bytes / 1e6:12.1f} "
               f"{m.git_bytes / 1e6:8.1f}")
-    shallow = results[0].first_request_s
+    shallow_s = results[0].first_request_s
     warm_m = results[3]
-    print(f"warm mirror / shallow clone: {warm_m.first_request_s / shallow:.2f}x (target <= 2x)")
+    print(f"warm mirror / shallow clone: {warm_m.first_request_s / shallow_s:.2f}x (target <= 2x);"
+          f" provisioning alone: {results[4].first_request_s / shallow_s:.2f}x")
     print(f"warm workspace - checkout: {(warm_m.workspace_bytes - warm_m.checkout_bytes) / 1e6:.1f}"
           f" MB (.git: index, refs, config; the objects stay in the mirror)")
     return 0
