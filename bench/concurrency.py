@@ -29,6 +29,7 @@ import argparse
 import json
 import os
 import re
+import statistics
 import sys
 import tempfile
 import threading
@@ -56,6 +57,7 @@ from bench.product_path import pg_admin  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
 from services.db.redaction import Redactor  # noqa: E402
+from services.db.runtime_settings import SettingsRepository  # noqa: E402
 from services.db.session import create_db_engine, open_database  # noqa: E402
 from services.runs.request import ExecutionRequest, create_execution  # noqa: E402
 from services.worker.dispatch import dispatch_execution  # noqa: E402
@@ -146,6 +148,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--sandbox", default="none", help="STUDIO_SANDBOX of the worker")
     parser.add_argument("--timeout", type=float, default=900, help="seconds per round")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: one execution run by `studio execute` (what the worker's "
+                             "child runs) under cProfile, and where its steps spend")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
@@ -164,6 +169,9 @@ def main(argv: list[str] | None = None) -> int:
         engine = create_db_engine(db_url)
         upgrade(engine)
         engine.dispose()
+        ceiling = open_database(studio_settings(database_url=db_url))
+        SettingsRepository(ceiling).set("max_iterations", args.steps + 10)  # default cap: 24
+        ceiling.dispose()
         with tempfile.TemporaryDirectory(prefix="bench-cc-") as tmp, claimed_broker() as broker, \
                 git_http_server(Path(tmp) / "git", TOKEN) as host, \
                 github_api(Path(tmp) / "git", TOKEN) as api, \
@@ -187,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
                 data_dir=root / "data", database_url=db_url, broker_url=broker.url,
                 worker_queue=broker.queue, github_token=TOKEN, github_api_url=api.api_url,
                 github_git_origins=[host.base_url], repo_allowed_hosts=["127.0.0.1"])
+            if args.profile:
+                profile_one(args.steps, router, settings_kwargs, env, host.url(REPO), root)
+                return 0
             worker = start_worker(env, root / "worker.log", "--concurrency", str(max(ns)))
             try:
                 for n in ns:
@@ -208,6 +219,32 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(json.dumps({"steps": args.steps, "sandbox": args.sandbox, "load": load,
                                     "rounds": [asdict(r) for r in rounds]}, indent=1))
     return 0
+
+
+def profile_one(steps: int, router: Router, settings_kwargs: dict[str, object],
+                env: dict[str, str], url: str, root: Path) -> None:
+    import pstats
+    import subprocess
+
+    settings = studio_settings(**settings_kwargs)  # type: ignore[arg-type]
+    db = open_database(settings)
+    key = uuid.uuid4().hex[:12]
+    execution_id = create_execution(db, ExecutionRequest(
+        provider="codex", prompt=f"[bench-exec-{key}] Run `true` until told to stop.",
+        repo_url=url, pull_request=False, github_repo=REPO, slug="bench",
+        limit_overrides={"max_iterations": steps + 10}), Redactor(), settings=settings)
+    db.dispose()
+    out = root / "execute.prof"
+    done = subprocess.run([sys.executable, "-m", "cProfile", "-o", str(out), "-m",
+                           "services.cli", "execute", execution_id, "--json"], env=env,
+                          check=False, capture_output=True, text=True, timeout=600)
+    print(done.stdout.strip().splitlines()[-1] if done.stdout.strip() else done.stderr[-2000:])
+    times = router.times[key]
+    gaps = [(b - a) * 1000 for a, b in zip(times, times[1:], strict=False)]
+    print(f"studio execute (profiled, slower than unprofiled): {len(gaps)} steps, median "
+          f"{statistics.median(gaps) if gaps else float('nan'):.1f} ms")
+    stats = pstats.Stats(str(out))
+    stats.sort_stats("cumulative").print_stats(r"services/", 45)
 
 
 def report(rounds: list[Round]) -> None:
