@@ -77,6 +77,9 @@ class StudioSettings(BaseSettings):
     migrations_dir: Path | None = None
     # Flowcharts: the most node executions (agent and command nodes) one run may start.
     flowchart_max_node_executions: int = Field(default=50, ge=1)
+    # Finished executions older than this many days are deleted by ``studio db prune`` (their
+    # journal, evidence, checkpoints and blobs with them); unset: kept until pruned explicitly.
+    retention_days: int | None = Field(default=None, ge=1, le=36_500)
     # The largest request body the HTTP API reads (bytes); past it, 413 request_too_large.
     api_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.

@@ -9,16 +9,22 @@ day's row exists (``INSERT ... ON CONFLICT DO NOTHING``). PostgreSQL's row lock 
 A charge that does not fit is real money already spent (a model call cannot be un-made): it goes to
 ``overflow`` and closes the day's budget, so :meth:`DbBudget.check` refuses from then on. The money
 actually spent can therefore pass the limit by at most the calls in flight when it filled up.
+
+Given a buffered journal (``journal=``), a charge is written in the journal's next commit (the
+one that makes the model's answer durable) instead of a transaction of its own.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import date, datetime
+from typing import Any
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
+from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger
 from services.db.session import Database, dialect_insert
 from services.execution.errors import ErrorCode
@@ -38,9 +44,11 @@ class DbBudget:
     """A :class:`~services.execution.ports.BudgetPort` for one execution's repository."""
 
     def __init__(
-        self, db: Database, execution_id: str, repository: str, daily_limit_usd: float
+        self, db: Database, execution_id: str, repository: str, daily_limit_usd: float,
+        *, journal: DbEventSink | None = None,
     ) -> None:
         self._db = db
+        self._journal = journal
         self.execution_id = execution_id
         self.repository = repository
         self.limit_micros = to_micros(daily_limit_usd)
@@ -57,25 +65,17 @@ class DbBudget:
         micros = to_micros(usd)
         if micros <= 0:
             return
-        day, ledger = today(), BudgetLedger
-        key = (ledger.repository == self.repository) & (ledger.day == day)
+        day = today()
+        charge = Charge(self.repository, day, micros, self.limit_micros)
+        if self._journal is not None:
+            self._journal.defer(self.execution_id, charge)
+            return
         with self._db.session() as session:
-            self._ensure_row(session, day)
-            admitted = session.execute(
-                update(ledger)
-                .where(key, ledger.spent_micros + micros <= self.limit_micros)
-                .values(spent_micros=ledger.spent_micros + micros, updated_at=utcnow())
-                .returning(ledger.spent_micros)
-            ).one_or_none()
-            if admitted is None:
-                session.execute(
-                    update(ledger).where(key)
-                    .values(overflow_micros=ledger.overflow_micros + micros, updated_at=utcnow())
-                )
+            charge.apply(session)
 
     def spent_today(self) -> tuple[int, int]:
         """``(admitted, overflow)`` micro-dollars for today."""
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             row = session.execute(
                 select(BudgetLedger.spent_micros, BudgetLedger.overflow_micros).where(
                     BudgetLedger.repository == self.repository, BudgetLedger.day == today()
@@ -83,11 +83,39 @@ class DbBudget:
             ).one_or_none()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
-    def _ensure_row(self, session: Session, day: date) -> None:
+
+@dataclass(frozen=True)
+class Charge:
+    """One admitted-or-overflow charge of a repository's day (a journal ``PendingWrite`` too)."""
+
+    repository: str
+    day: date
+    micros: int
+    limit_micros: int
+
+    def apply(self, session: Session) -> None:
+        ledger = BudgetLedger
+        key = (ledger.repository == self.repository) & (ledger.day == self.day)
         now: datetime = utcnow()
         session.execute(
             dialect_insert(session)(BudgetLedger)
-            .values(repository=self.repository, day=day, spent_micros=0, overflow_micros=0,
-                    updated_at=now)
+            .values(repository=self.repository, day=self.day, spent_micros=0,
+                    overflow_micros=0, updated_at=now)
             .on_conflict_do_nothing(index_elements=["repository", "day"])
         )
+        admitted = session.execute(
+            update(ledger)
+            .where(key, ledger.spent_micros + self.micros <= self.limit_micros)
+            .values(spent_micros=ledger.spent_micros + self.micros, updated_at=utcnow())
+            .returning(ledger.spent_micros)
+        ).one_or_none()
+        if admitted is None:
+            session.execute(
+                update(ledger).where(key)
+                .values(overflow_micros=ledger.overflow_micros + self.micros,
+                        updated_at=utcnow())
+            )
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        return [{"op": "charge", "repository": self.repository, "day": self.day.isoformat(),
+                 "micros": self.micros, "limit": self.limit_micros}]

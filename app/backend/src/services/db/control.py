@@ -18,7 +18,7 @@ class DbRunControl:
 
     def check(self) -> ErrorCode | None:
         """``killswitch_engaged`` if the kill switch is on, ``cancelled`` if cancel was asked."""
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             killswitch = session.get(RuntimeSetting, "killswitch_engaged")
             cancel = session.execute(
                 select(NodeExecution.cancel_requested)

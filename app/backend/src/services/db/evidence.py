@@ -2,7 +2,8 @@
 
 A row is keyed ``(execution_id, call_id)``. Whoever writes first creates it; later writers fill in
 only what is still missing, so a recorded envelope is never overwritten (the idempotency contract).
-Callers pass data that is already redacted.
+Callers pass data that is already redacted; large strings of the arguments and the envelope are
+stored once per execution (:mod:`services.db.blobs`).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
+from services.db.blobs import externalize, extract
 from services.db.models import ToolCallRecord
 from services.db.session import dialect_insert
 
@@ -68,7 +70,7 @@ def record_tool_call(
         .with_for_update()
     ).scalar_one()
     if call is not None and row.args is None:
-        row.args = dict(call.get("args") or {})
+        row.args = externalize(session, execution_id, dict(call.get("args") or {}))
     if not row.tool_name:
         for key, value in _identity(call, envelope).items():
             setattr(row, key, value)
@@ -78,4 +80,23 @@ def record_tool_call(
         return False
     for key, value in _envelope_columns(envelope).items():
         setattr(row, key, value)
+    row.envelope = externalize(session, execution_id, envelope)
     return True
+
+
+def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,
+                envelope: dict[str, Any] | None = None, cycle: int | None = None,
+                provider: str | None = None, blobs: dict[str, bytes]) -> dict[str, Any]:
+    """What :func:`record_tool_call` writes, as one operation of the PostgreSQL commit function
+    (``studio_journal_commit``, which applies the same first-writer-wins rules); large strings
+    are added to ``blobs``."""
+    op: dict[str, Any] = {"op": "evidence", "call_id": call_id, "cycle": cycle,
+                          "provider": provider, **_identity(call, envelope)}
+    if call is not None:
+        op["args"] = extract(dict(call.get("args") or {}), blobs)
+    if envelope is not None:
+        columns = _envelope_columns(envelope)
+        op.update({key: columns[key] for key in ("ok", "error_code", "duration_ms", "request_id",
+                                                 "correlation_id")})
+        op["envelope"] = extract(envelope, blobs)
+    return op

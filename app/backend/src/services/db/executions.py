@@ -12,8 +12,10 @@ import builtins
 from typing import Any
 
 from sqlalchemy import select, update
+from sqlalchemy.orm.attributes import set_committed_value
 
 from services.db.base import utcnow
+from services.db.blobs import externalize, hydrate
 from services.db.errors import NotFound
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
@@ -60,10 +62,11 @@ class ExecutionRepository:
             settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
             flowchart_run_id=flowchart_run_id, node_id=node_id, status=ExecutionStatus.QUEUED,
         )
-        if request is not None:
-            row.request = redact.data(request)
         with self._db.session() as session:
             session.add(row)
+            if request is not None:  # its large strings (a replay script) stored once
+                session.flush()
+                row.request = externalize(session, row.id, redact.data(request))
         return row.id
 
     def _update(self, execution_id: str, **values: Any) -> None:
@@ -124,15 +127,20 @@ class ExecutionRepository:
         self._update(execution_id, cancel_requested=True)
 
     def get(self, execution_id: str) -> NodeExecution | None:
-        with self._db.session() as session:
-            return session.get(NodeExecution, execution_id)
+        with self._db.read_session() as session:
+            row = session.get(NodeExecution, execution_id)
+            if row is None:
+                return None
+            (request,) = hydrate(session, execution_id, [row.request])
+        set_committed_value(row, "request", request)
+        return row
 
     def list(self, *, limit: int = 50, status: str | None = None) -> builtins.list[NodeExecution]:
         """The most recent executions first."""
         query = select(NodeExecution).order_by(NodeExecution.created_at.desc()).limit(limit)
         if status is not None:
             query = query.where(NodeExecution.status == status)
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             return builtins.list(session.scalars(query))
 
     def events(self, execution_id: str, *, after_seq: int = 0) -> builtins.list[ExecutionEvent]:
@@ -140,14 +148,23 @@ class ExecutionRepository:
         query = (select(ExecutionEvent)
                  .where(ExecutionEvent.execution_id == execution_id, ExecutionEvent.seq > after_seq)
                  .order_by(ExecutionEvent.seq))
-        with self._db.session() as session:
-            return builtins.list(session.scalars(query))
+        with self._db.read_session() as session:
+            rows = builtins.list(session.scalars(query))
+            data = hydrate(session, execution_id, [row.data for row in rows])
+        for row, value in zip(rows, data, strict=True):
+            set_committed_value(row, "data", value)
+        return rows
 
     def tool_calls(self, execution_id: str) -> builtins.list[ToolCallRecord]:
         query = (select(ToolCallRecord).where(ToolCallRecord.execution_id == execution_id)
                  .order_by(ToolCallRecord.cycle, ToolCallRecord.created_at))
-        with self._db.session() as session:
-            return builtins.list(session.scalars(query))
+        with self._db.read_session() as session:
+            rows = builtins.list(session.scalars(query))
+            found = hydrate(session, execution_id, [[row.args, row.envelope] for row in rows])
+        for row, (args, envelope) in zip(rows, found, strict=True):
+            set_committed_value(row, "args", args)
+            set_committed_value(row, "envelope", envelope)
+        return rows
 
 
 def _when(value: Any) -> str | None:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from services.db.blobs import hydrate
 from services.db.evidence import record_tool_call
 from services.db.models import ToolCallRecord
 from services.db.redaction import Redactor
@@ -24,14 +25,17 @@ class DbIdempotencyStore:
         self._redactor = redactor or Redactor.from_settings(get_settings())
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             envelope = session.execute(
                 select(ToolCallRecord.envelope).where(
                     ToolCallRecord.execution_id == execution_id,
                     ToolCallRecord.call_id == call_id,
                 )
             ).scalar_one_or_none()
-        return dict(envelope) if envelope is not None else None
+            if envelope is None:
+                return None
+            (envelope,) = hydrate(session, execution_id, [envelope])
+        return dict(envelope)
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         redacted = self._redactor.data(envelope)

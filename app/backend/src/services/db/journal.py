@@ -1,32 +1,53 @@
 """The event journal: a :class:`~services.execution.ports.EventSink` writing ``execution_events``.
 
-Every event is one committed transaction, so a cycle is durable before the next model call.
 Sequence numbers come from the execution's own counter (``node_executions.event_seq``), bumped by
-an ``UPDATE ... RETURNING`` in the same transaction as the insert: the row lock (PostgreSQL) or
+an ``UPDATE ... RETURNING`` in the same transaction as the inserts: the row lock (PostgreSQL) or
 the database write lock (SQLite, ``BEGIN IMMEDIATE``) serializes writers of one execution, and a
-transaction that dies (even by SIGKILL) takes its number with it, so ``seq`` runs 1, 2, 3, ...
+transaction that dies (even by SIGKILL) takes its numbers with it, so ``seq`` runs 1, 2, 3, ...
 without gaps. The ``(execution_id, seq)`` primary key backs this up.
 
+Two ways to write:
+
+* **write-through** (the default): every event is one committed transaction (the launcher, the
+  reaper, a failure recorded before a loop: one event each);
+* **buffered** (``buffered=True``, what a loop uses): events wait in memory and are committed
+  together, in order, at the *barriers* a resume needs (:data:`BARRIERS`): a ``tool_call`` (the
+  call is durable before its side effect), a ``tool_result`` (the call's effect is durable before
+  the next model call) and ``finished``; also when :data:`MAX_PENDING` events wait, and on
+  :meth:`DbEventSink.flush`. Writes handed to :meth:`DbEventSink.defer` (a tool call's record and
+  checkpoint, a budget charge) ride along in the same transaction. A turn with one tool call is
+  thus two commits: model request, response, usage and the call; then the call's record, its
+  checkpoint and its result. What a crash loses is what a resume redoes anyway (a model turn
+  whose call never started, a call whose result was not yet recorded: it is answered
+  ``interrupted``, as a call killed while it runs).
+
+A live stream reading the journal sees events in batches, still in order and without gaps.
+
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
-redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``).
+redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``), its large
+strings once per execution (:mod:`services.db.blobs`).
 When a lease epoch is given, a write from a process whose epoch is no longer the execution's
-raises :class:`StaleLease` and writes nothing.
+raises :class:`StaleLease` and writes nothing (the deferred writes included).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-from sqlalchemy import update
+from sqlalchemy import insert, update
 from sqlalchemy.orm import Session
 
+from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
 from services.db.executions import UnknownExecution
+from services.db.journal_pg import UNKNOWN_EXECUTION, CommitRefused, EventRow, PgCommitter
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.errors import ExecutionError
-from services.execution.ports import AgentEvent, AgentEventKind
+from services.execution.ports import AgentEvent, AgentEventKind, EventSink
 from services.settings import get_settings
 
 
@@ -34,35 +55,145 @@ class StaleLease(ExecutionError):
     """This process no longer holds the execution's lease: it must stop writing."""
 
 
+BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
+                      AgentEventKind.FINISHED})
+MAX_PENDING = 64
+
+
+class PendingWrite(Protocol):
+    """A write that rides along with the journal's next commit (a tool call's record and
+    checkpoint, a budget charge)."""
+
+    def apply(self, session: Session) -> None:
+        """Write it in ``session``'s transaction (SQLite, statement by statement)."""
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        """Its operations for ``studio_journal_commit`` (PostgreSQL); large strings go to
+        ``blobs``."""
+
+
 class DbEventSink:
     def __init__(
-        self, db: Database, redactor: Redactor | None = None, *, lease_epoch: int | None = None
+        self, db: Database, redactor: Redactor | None = None, *, lease_epoch: int | None = None,
+        buffered: bool = False, max_pending: int = MAX_PENDING,
     ) -> None:
         self._db = db
         self._redactor = redactor or Redactor.from_settings(get_settings())
         self._lease_epoch = lease_epoch
+        self._buffered = buffered
+        self._max_pending = max_pending
+        self._lock = threading.RLock()
+        self._events: list[tuple[AgentEvent, dict[str, Any]]] = []
+        self._writes: list[tuple[str, PendingWrite]] = []
+        self._downstream: list[EventSink] = []
+        self._pg = PgCommitter(db, hold=buffered) if db.dialect == "postgresql" else None
+
+    def forward_to(self, sinks: Sequence[EventSink]) -> None:
+        """Hand every event, once committed, to ``sinks`` in order (durable before shown)."""
+        self._downstream = list(sinks)
 
     def emit(self, event: AgentEvent) -> None:
-        self.append(event)
+        if not self._buffered:
+            self.append(event)
+            return
+        data: dict[str, Any] = self._redactor.data(dict(event.data))
+        with self._lock:
+            self._events.append((event, data))
+            if event.kind in BARRIERS or len(self._events) >= self._max_pending:
+                self.flush()
 
     def append(self, event: AgentEvent) -> int:
-        """Write ``event``; answers its sequence number."""
+        """Write ``event`` (and whatever waits) now; answers its sequence number."""
         data: dict[str, Any] = self._redactor.data(dict(event.data))
-        with self._db.session() as session:
-            seq = self._next_seq(session, event.execution_id)
-            session.add(ExecutionEvent(
-                execution_id=event.execution_id, seq=seq, kind=event.kind.value,
-                cycle=event.cycle, data=data,
-            ))
-            if event.kind in (AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT):
-                _record_evidence(session, event, data)
-        return seq
+        with self._lock:
+            self._events.append((event, data))
+            return self.flush()
 
-    def _next_seq(self, session: Session, execution_id: str) -> int:
+    def defer(self, execution_id: str, write: PendingWrite) -> None:
+        """Apply ``write`` in the transaction of the next commit (now, when not buffered)."""
+        with self._lock:
+            self._writes.append((execution_id, write))
+            if not self._buffered:
+                self.flush()
+
+    @property
+    def pending(self) -> int:
+        """Events waiting for the next commit."""
+        return len(self._events)
+
+    def flush(self) -> int:
+        """Commit what waits, in one transaction per execution (one, in practice); answers the
+        last sequence number written (0 when there were no events)."""
+        with self._lock:
+            events, writes = self._events, self._writes
+            if not events and not writes:
+                return 0
+            self._events, self._writes = [], []  # written now, or (on error) never
+            by_execution: dict[str, list[tuple[AgentEvent, dict[str, Any]]]] = {}
+            for event, data in events:
+                by_execution.setdefault(event.execution_id, []).append((event, data))
+            for execution_id, _ in writes:
+                by_execution.setdefault(execution_id, [])
+            last = 0
+            if self._pg is not None:
+                for execution_id, batch in by_execution.items():
+                    last = self._commit_pg(execution_id, batch,
+                                           [w for e, w in writes if e == execution_id])
+            else:
+                with self._db.session() as session:
+                    for execution_id, batch in by_execution.items():
+                        last = self._insert(session, execution_id, batch)
+                    for _, write in writes:
+                        write.apply(session)
+            for event, _ in events:
+                for sink in self._downstream:
+                    sink.emit(event)
+            return last
+
+    def close(self) -> None:
+        """Commit what waits and give back the connection a buffered journal keeps."""
+        with self._lock:
+            try:
+                self.flush()
+            finally:
+                if self._pg is not None:
+                    self._pg.close()
+
+    def _commit_pg(self, execution_id: str, batch: list[tuple[AgentEvent, dict[str, Any]]],
+                   writes: list[PendingWrite]) -> int:
+        assert self._pg is not None
+        rows = [EventRow(event.kind.value, event.cycle, data, _evidence_args(event, data))
+                for event, data in batch]
+        try:
+            last = self._pg.commit(execution_id, self._lease_epoch, rows, writes)
+        except CommitRefused as refused:
+            if refused.code == UNKNOWN_EXECUTION:
+                raise UnknownExecution(execution_id) from None
+            raise self._stale(execution_id, refused.current_epoch) from None
+        return last if batch else 0
+
+    def _insert(self, session: Session, execution_id: str,
+                batch: list[tuple[AgentEvent, dict[str, Any]]]) -> int:
+        last = self._bump_seq(session, execution_id, len(batch))
+        first = last - len(batch) + 1
+        if batch:
+            session.execute(insert(ExecutionEvent), [
+                {"execution_id": execution_id, "seq": first + index, "kind": event.kind.value,
+                 "cycle": event.cycle, "data": externalize(session, execution_id, data)}
+                for index, (event, data) in enumerate(batch)])
+        for event, data in batch:
+            found = _evidence_args(event, data)
+            if found is not None:
+                record_tool_call(session, event.execution_id, **found)
+        return last
+
+    def _bump_seq(self, session: Session, execution_id: str, count: int) -> int:
+        """Reserve ``count`` sequence numbers (the row locked until commit, the lease epoch
+        checked); answers the last one."""
         statement = (
             update(NodeExecution)
             .where(NodeExecution.id == execution_id)
-            .values(event_seq=NodeExecution.event_seq + 1)
+            .values(event_seq=NodeExecution.event_seq + count)
             .returning(NodeExecution.event_seq, NodeExecution.lease_epoch)
         )
         row = session.execute(statement).one_or_none()
@@ -70,23 +201,25 @@ class DbEventSink:
             raise UnknownExecution(execution_id)
         seq, epoch = row
         if self._lease_epoch is not None and epoch != self._lease_epoch:
-            raise StaleLease(
-                f"lease epoch {self._lease_epoch} is stale (now {epoch})",
-                details={"execution_id": execution_id},
-            )
+            raise self._stale(execution_id, epoch)
         return int(seq)
 
+    def _stale(self, execution_id: str, epoch: int | None) -> StaleLease:
+        return StaleLease(f"lease epoch {self._lease_epoch} is stale (now {epoch})",
+                          details={"execution_id": execution_id})
 
-def _record_evidence(session: Session, event: AgentEvent, data: dict[str, Any]) -> None:
+
+def _evidence_args(event: AgentEvent, data: dict[str, Any]) -> dict[str, Any] | None:
+    """The evidence a ``tool_call`` or ``tool_result`` event writes (``None``: none)."""
+    if event.kind not in (AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT):
+        return None
     call = data.get("call") if isinstance(data.get("call"), dict) else None
     envelope = data.get("envelope") if isinstance(data.get("envelope"), dict) else None
     call_id = (call or envelope or {}).get("call_id")
     if not call_id:
-        return
+        return None
     provider = data.get("provider")
-    record_tool_call(
-        session, event.execution_id, str(call_id), call=call,
-        envelope=envelope if event.kind is AgentEventKind.TOOL_RESULT else None,
-        cycle=int(data.get("cycle", event.cycle)),
-        provider=str(provider) if provider is not None else None,
-    )
+    return {"call_id": str(call_id), "call": call,
+            "envelope": envelope if event.kind is AgentEventKind.TOOL_RESULT else None,
+            "cycle": int(data.get("cycle", event.cycle)),
+            "provider": str(provider) if provider is not None else None}

@@ -122,7 +122,7 @@ class SettingsRepository:
 
     def all(self) -> dict[str, Any]:
         """Every known key with its effective value."""
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             stored = {row.key: row.value for row in session.scalars(select(RuntimeSetting))}
         return {key: stored.get(key, spec.default) for key, spec in RUNTIME_SETTINGS.items()}
 

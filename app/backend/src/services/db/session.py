@@ -5,10 +5,14 @@
 ``<data_dir>/studio.db``. An embedded SQLite database is migrated on open; a PostgreSQL database
 behind the migrations is refused with a request to run ``studio db upgrade``.
 
-SQLite runs in WAL mode with a busy timeout and foreign keys on, and every transaction starts with
+SQLite runs in WAL mode with a busy timeout and foreign keys on, with ``synchronous = NORMAL``
+(a commit survives the process being killed; a power cut may lose the last commits, never the
+database's consistency: see ``docs/sphinx/persistence.rst``). Every write transaction starts with
 ``BEGIN IMMEDIATE``: writers queue on the database lock up front instead of failing later with
 ``SQLITE_BUSY`` when a read turns into a write (this is what makes the budget and the journal's
-sequence counter atomic across processes).
+sequence counter atomic across processes). :meth:`Database.read_session` is for reads only: on
+SQLite it begins a deferred transaction, which takes no lock a writer waits for; on PostgreSQL it
+runs in autocommit mode (one round trip per statement).
 """
 
 from __future__ import annotations
@@ -56,8 +60,14 @@ def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.close()
 
 
+READ_ONLY_OPTION = "studio_read_only"
+
+
 def _sqlite_begin(connection: Any) -> None:
-    connection.exec_driver_sql("BEGIN IMMEDIATE")
+    if connection.get_execution_options().get(READ_ONLY_OPTION):
+        connection.exec_driver_sql("BEGIN")  # deferred: a WAL reader blocks no writer
+    else:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
 
 
 def _private_file(path: Path) -> None:
@@ -111,6 +121,11 @@ class Database:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.sessionmaker = sessionmaker(engine, expire_on_commit=False)
+        read_options: dict[str, Any] = {READ_ONLY_OPTION: True}
+        if engine.dialect.name == "postgresql":  # each SELECT its own transaction: no BEGIN
+            read_options["isolation_level"] = "AUTOCOMMIT"
+        self.read_sessionmaker = sessionmaker(
+            engine.execution_options(**read_options), expire_on_commit=False)
 
     @property
     def dialect(self) -> str:
@@ -121,6 +136,14 @@ class Database:
     def session(self) -> Iterator[Session]:
         """A session whose transaction commits when the block ends, and rolls back on error."""
         with self.sessionmaker() as session, session.begin():
+            yield session
+
+    @contextmanager
+    def read_session(self) -> Iterator[Session]:
+        """A session for reads only: on SQLite a deferred transaction (no write lock taken; a
+        write in it may fail with ``database is locked``), on PostgreSQL autocommit (each
+        statement its own snapshot, no ``BEGIN``/``COMMIT`` round trips)."""
+        with self.read_sessionmaker() as session, session.begin():
             yield session
 
     def ping(self) -> None:

@@ -17,7 +17,10 @@ may change the workspace is recorded, the checkpoint is taken and stored in the 
 transaction as the call's envelope, after checking the lease epoch, with the epoch and the
 process (lease owner) that took it. So a recorded call and the
 workspace state it produced are never out of step: a call that is not re-run on resume finds its
-effect in the restored workspace.
+effect in the restored workspace. Given the loop's buffered journal, the store takes the
+checkpoint at once but hands the write to the journal (:meth:`DbEventSink.defer`): it commits
+with the call's ``tool_result`` event, one transaction for the call's record, checkpoint and
+result (the journal's fence is the same lease epoch).
 """
 
 from __future__ import annotations
@@ -29,7 +32,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from services.db.checkpoints import Checkpoint, CheckpointRepository
+from services.db.checkpoints import CallWrite, Checkpoint, CheckpointRepository
+from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
@@ -86,8 +90,10 @@ class CheckpointingToolStore:
 
     def __init__(self, db: Database, *, workspace: Path, base_commit: str, epoch: int,
                  author: GitAuthor, redactor: Redactor, owner: str | None = None,
-                 max_bytes: int = MAX_PATCH_BYTES, last_sha256: str | None = None) -> None:
+                 max_bytes: int = MAX_PATCH_BYTES, last_sha256: str | None = None,
+                 journal: DbEventSink | None = None) -> None:
         self.records = CheckpointRepository(db)
+        self.journal = journal
         self.workspace = workspace
         self.base_commit = base_commit
         self.epoch = epoch
@@ -109,8 +115,12 @@ class CheckpointingToolStore:
             if candidate.sha256 != self.last_sha256:
                 checkpoint = candidate
         redacted = self.redactor.data(envelope)
-        self.records.record_call(execution_id, call_id, redacted, epoch=self.epoch,
-                                 checkpoint=checkpoint, owner=self.owner)
+        if self.journal is not None:
+            self.journal.defer(execution_id, CallWrite(
+                execution_id, call_id, redacted, checkpoint, self.epoch, self.owner))
+        else:
+            self.records.record_call(execution_id, call_id, redacted, epoch=self.epoch,
+                                     checkpoint=checkpoint, owner=self.owner)
         if checkpoint is not None:
             self.last_sha256 = checkpoint.sha256
             self.taken += 1

@@ -252,14 +252,15 @@ class DurableRun:
               ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
         limits = row.settings_snapshot["limits"]
         latest = CheckpointRepository(self.db).latest(self.id)
+        journal = DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch,
+                              buffered=True)
         store = CheckpointingToolStore(
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
-            last_sha256=latest.sha256 if latest is not None else None)
+            last_sha256=latest.sha256 if latest is not None else None, journal=journal)
         wiring = LoopWiring.build(
             self.db, self.id, request.budget_key, limits,
-            {**request.node_config, **request.limit_overrides}, store=store,
-            journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
+            {**request.node_config, **request.limit_overrides}, store=store, journal=journal,
             control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
             spent=_spent(events))
         return run_loop(self.settings, LoopInputs(

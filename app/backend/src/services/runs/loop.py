@@ -5,7 +5,9 @@ tool-call store, the journal, the run control, what earlier attempts spent);
 :meth:`LoopWiring.build` adds what does not (the daily budget of the repository, the limits as
 recorded, refreshed from the runtime settings). :func:`run_loop` builds the engine in a scratch
 directory of its own, the tool registry (MCP servers included) and the sinks, and runs the loop
-once.
+once. A buffered journal (:class:`~services.db.journal.DbEventSink`) hands each event to the
+other sinks once it is committed, and is flushed (its connection given back) when the loop ends,
+however it ends.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import anyio
 
 from services.composition import EngineRequest, build_engine
 from services.db.budget import DbBudget
+from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
@@ -80,7 +83,8 @@ class LoopWiring:
         return cls(
             store=store, journal=journal, control=control,
             budget=DbBudget(db, execution_id, repository,
-                            float(limits["repo_daily_budget_usd"])),
+                            float(limits["repo_daily_budget_usd"]),
+                            journal=journal if isinstance(journal, DbEventSink) else None),
             limits=agent_limits(limits),
             refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)), spent=spent,
         )
@@ -150,14 +154,27 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
                                                        base_env=mcp_base_environment()))
             hub.register(registry)
+        shown: list[EventSink] = [RedactingSink(s, redactor) for s in [
+            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]]
+        journal = wiring.journal
+        if isinstance(journal, DbEventSink):  # buffered: shown once committed
+            journal.forward_to(shown)
         deps = AgentDeps(
             dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
-            sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
-                *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])]),
+            sink=journal if isinstance(journal, DbEventSink) else FanOutSink([journal, *shown]),
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
         )
-        return anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
+        try:
+            run = anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
+        except BaseException:
+            if isinstance(journal, DbEventSink):  # what happened before the failure is kept
+                with contextlib.suppress(Exception):
+                    journal.close()
+            raise
+        if isinstance(journal, DbEventSink):
+            journal.close()
+        return run
 
 
 class RedactingSink:

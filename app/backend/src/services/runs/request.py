@@ -27,7 +27,7 @@ from services.db.integrations import IntegrationRepository
 from services.db.models import NodeExecution
 from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
-from services.db.runtime_settings import SettingsRepository
+from services.db.runtime_settings import LIMIT_KEYS, SettingsRepository
 from services.db.session import Database
 from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
@@ -78,13 +78,18 @@ class ExecutionRequest:
                        "limit_overrides", "node_config"):
             data.pop(column)
         data["slug"] = self.slug or slugify(self.prompt)
+        # the per-run limits (node config, then the run's own) are applied again at every
+        # refresh of the limits, in whichever process runs the execution
+        merged = {**self.node_config, **self.limit_overrides}
+        data["limit_overrides"] = {k: v for k, v in merged.items() if k in LIMIT_KEYS}
         return data
 
     @classmethod
     def from_row(cls, row: NodeExecution) -> ExecutionRequest:
         stored = dict(row.request or {})
         known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
-                                        "allow_local", "allow_workflow_changes") if k in stored}
+                                        "allow_local", "allow_workflow_changes",
+                                        "limit_overrides") if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
                    model=row.model, base_branch=row.base_branch, **known)
 

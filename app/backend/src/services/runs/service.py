@@ -110,7 +110,8 @@ class ExecutionService:
         wiring = LoopWiring.build(
             self.db, execution_id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides},
-            store=DbIdempotencyStore(self.db), journal=DbEventSink(self.db, self.redactor),
+            store=DbIdempotencyStore(self.db),
+            journal=DbEventSink(self.db, self.redactor, buffered=True),
             control=DbRunControl(self.db, execution_id))
         return run_loop(self.settings, LoopInputs(
             execution_id, request.provider, request.model, Path(workspace), request.prompt,

@@ -2,6 +2,7 @@
 
 from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
 from services.db.models.executions import (
+    ContentBlob,
     ExecutionEvent,
     NodeExecution,
     ToolCallRecord,
@@ -19,6 +20,7 @@ from services.db.models.flowcharts import (
 __all__ = [
     "ApiToken",
     "BudgetLedger",
+    "ContentBlob",
     "Edge",
     "ExecutionEvent",
     "Flowchart",

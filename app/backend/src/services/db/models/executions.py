@@ -144,3 +144,20 @@ class WorkspaceCheckpoint(Base):
     lease_epoch: Mapped[int | None] = mapped_column(Integer)
     owner: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
+
+
+class ContentBlob(Base):
+    """A large string of an execution's records, stored once (:mod:`services.db.blobs`).
+
+    ``digest`` is the SHA-256 of the UTF-8 text, ``size_bytes`` its length, ``data`` the text
+    compressed with zlib.
+    """
+
+    __tablename__ = "content_blobs"
+
+    execution_id: Mapped[str] = mapped_column(
+        ForeignKey("node_executions.id", ondelete="CASCADE"), primary_key=True
+    )
+    digest: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(Integer)
+    data: Mapped[bytes] = mapped_column(LargeBinary)

@@ -1,0 +1,115 @@
+"""The journal's commit on PostgreSQL: one call of ``studio_journal_commit``, one round trip.
+
+The function (created by migration 0007) does in the server what the journal does statement by
+statement on SQLite: bump the sequence counter and check the lease epoch, store the blobs, insert
+the events, apply the evidence, checkpoint and budget operations (each
+:class:`~services.db.journal.PendingWrite` gives its own as JSON). The call runs in autocommit
+mode, so it is its own transaction: no ``BEGIN``, no ``COMMIT``, one statement.
+:class:`PgCommitter` keeps one connection for a loop's journal (no pool checkout, no pre-ping
+between commits) and takes a fresh, pinged one from the pool after :data:`IDLE_S` without use.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from sqlalchemy import Connection, text
+from sqlalchemy.exc import DBAPIError
+
+from services.db.blobs import compress, extract
+from services.db.evidence import evidence_op
+from services.db.session import Database
+
+IDLE_S = 10.0
+UNKNOWN_EXECUTION = "SX001"
+STALE_EPOCH = "SX002"
+_KNOWN_DIGESTS_MAX = 10_000
+_CALL = text("SELECT studio_journal_commit(CAST(:payload AS json))")
+
+
+class OpsSource(Protocol):
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]: ...
+
+
+@dataclass(frozen=True)
+class EventRow:
+    kind: str
+    cycle: int
+    data: dict[str, Any]
+    evidence: dict[str, Any] | None  # the arguments of :func:`evidence_op`, for tool events
+
+
+class CommitRefused(Exception):  # noqa: N818 (mapped to UnknownExecution or StaleLease)
+    """The function refused the commit (nothing was written)."""
+
+    def __init__(self, code: str, current_epoch: int | None) -> None:
+        super().__init__(code)
+        self.code = code
+        self.current_epoch = current_epoch
+
+
+class PgCommitter:
+    def __init__(self, db: Database, *, hold: bool) -> None:
+        self._db = db
+        self._hold = hold
+        self._conn: Connection | None = None
+        self._used_at = 0.0
+        self._known: set[tuple[str, str]] = set()
+
+    def commit(self, execution_id: str, epoch: int | None, events: list[EventRow],
+               writes: Sequence[OpsSource]) -> int:
+        """One call; answers the last sequence number (the counter when no events)."""
+        blobs: dict[str, bytes] = {}
+        payload: dict[str, Any] = {
+            "execution_id": execution_id, "epoch": epoch,
+            "events": [{"kind": e.kind, "cycle": e.cycle, "data": extract(e.data, blobs)}
+                       for e in events],
+        }
+        ops = [evidence_op(blobs=blobs, **e.evidence) for e in events if e.evidence is not None]
+        for write in writes:
+            ops.extend(write.as_ops(blobs))
+        payload["ops"] = ops
+        fresh = {d: raw for d, raw in blobs.items() if (execution_id, d) not in self._known}
+        payload["blobs"] = [{"digest": d, "size": len(raw),
+                             "data": base64.b64encode(compress(raw)).decode()}
+                            for d, raw in fresh.items()]
+        last = self._call(json.dumps(payload, separators=(",", ":")))
+        if len(self._known) > _KNOWN_DIGESTS_MAX:
+            self._known.clear()
+        self._known.update((execution_id, d) for d in fresh)
+        return last
+
+    def _call(self, payload: str) -> int:
+        conn = self._connection()
+        try:
+            return int(conn.execute(_CALL, {"payload": payload}).scalar_one())
+        except DBAPIError as exc:
+            self.close()
+            sqlstate = getattr(exc.orig, "sqlstate", None)
+            if sqlstate in (UNKNOWN_EXECUTION, STALE_EPOCH):
+                detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+                current = int(detail) if detail and detail.lstrip("-").isdigit() else None
+                raise CommitRefused(sqlstate, current) from None
+            raise
+        finally:
+            self._used_at = time.monotonic()
+            if not self._hold:
+                self.close()
+
+    def _connection(self) -> Connection:
+        if self._conn is not None and time.monotonic() - self._used_at > IDLE_S:
+            self.close()  # idle for a while: a pinged connection from the pool
+        if self._conn is None:
+            self._conn = self._db.engine.connect().execution_options(
+                isolation_level="AUTOCOMMIT")
+        return self._conn
+
+    def close(self) -> None:
+        if self._conn is not None:
+            conn, self._conn = self._conn, None
+            conn.close()
