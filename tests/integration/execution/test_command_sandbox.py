@@ -25,6 +25,7 @@ from tests.unit.execution.command_helpers import (
     gone,
     require_sandbox,
     run_command,
+    sandbox_context,
     sleep_marker,
     watching_pids,
 )
@@ -35,9 +36,11 @@ MiB = 1024 * 1024
 
 
 
-@pytest.fixture
-def bwrap_ctx(workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, require_sandbox("bwrap"))
+@pytest.fixture(params=["bwrap", "bwrap-session"])
+def bwrap_ctx(request: pytest.FixtureRequest, workspace: Path) -> Iterator[ToolDomainContext]:
+    """A command per ``bwrap``, and the execution's long-lived one (issue 12)."""
+    with sandbox_context(workspace, str(request.param)) as ctx:
+        yield ctx
 
 
 @pytest.fixture

@@ -10,21 +10,27 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from services.execution.tool_domains.context import ToolDomainContext
-from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command
+from tests.unit.execution.command_helpers import (
+    run_command,
+    sandbox_context,
+)
 
 pytestmark = pytest.mark.sandbox
 
 
 
-@pytest.fixture
-def bwrap_ctx(workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, require_sandbox("bwrap"))
+@pytest.fixture(params=["bwrap", "bwrap-session"])
+def bwrap_ctx(request: pytest.FixtureRequest, workspace: Path) -> Iterator[ToolDomainContext]:
+    """A command per ``bwrap``, and the execution's long-lived one (issue 12)."""
+    with sandbox_context(workspace, str(request.param)) as ctx:
+        yield ctx
 
 
 def _run(ctx: ToolDomainContext, script: str) -> dict[str, Any]:
@@ -117,10 +123,10 @@ for name, nr in numbers.items():
 """
 
 
-@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+@pytest.mark.parametrize("mode", ["bwrap", "bwrap-session", "landlock"])
 def test_the_seccomp_filter_answers_eperm(workspace: Path, mode: str) -> None:
-    ctx = command_context(workspace, require_sandbox(mode))
-    envelope = run_command(ctx, argv=["python3", "-c", SYSCALL_PROBE])
+    with sandbox_context(workspace, mode) as ctx:
+        envelope = run_command(ctx, argv=["python3", "-c", SYSCALL_PROBE])
     assert envelope["ok"] is True, envelope
     lines = envelope["result"]["stdout"].splitlines()
     assert len(lines) == 7, envelope

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -18,19 +19,25 @@ from services.execution.sandbox.cgroup import cgroup_layout, sweep_stale_groups
 from services.execution.sandbox.limits import CommandLimits, MiB
 from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
-from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command
+from tests.unit.execution.command_helpers import (
+    command_context,
+    require_sandbox,
+    run_command,
+    sandbox_context,
+)
 
 pytestmark = pytest.mark.sandbox
 
 SMALL = CommandLimits(memory_bytes=256 * MiB, processes=48, open_files=64,
                       file_size_bytes=16 * MiB, cpu_seconds=2, tmp_bytes=32 * MiB)
-MODES = ["bwrap", "landlock", "none"]
+MODES = ["bwrap", "bwrap-session", "landlock", "none"]
 
 
 
 @pytest.fixture(params=MODES)
-def ctx(request: pytest.FixtureRequest, workspace: Path) -> ToolDomainContext:
-    return command_context(workspace, require_sandbox(str(request.param), SMALL))
+def ctx(request: pytest.FixtureRequest, workspace: Path) -> Iterator[ToolDomainContext]:
+    with sandbox_context(workspace, str(request.param), SMALL) as found:
+        yield found
 
 
 def _run(ctx: ToolDomainContext, timeout_s: float = 120, **args: Any) -> dict[str, Any]:

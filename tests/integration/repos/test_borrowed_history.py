@@ -42,7 +42,7 @@ from tests.integration.workspace_fixtures import (
 )
 from tests.support.git_http_server import git_http_server, seed_bare_repo
 from tests.support.settings import studio_settings
-from tests.unit.execution.command_helpers import command_context, require_sandbox, run_command
+from tests.unit.execution.command_helpers import run_command, sandbox_context
 
 HISTORY = 30  # commits on top of the seed, each appending a line to notes.txt
 
@@ -121,14 +121,17 @@ def test_history_tools_work_on_a_borrowed_clone(remote: Remote,
     assert "-line 29" in changed["patch"]
 
 
-@pytest.mark.parametrize("mode", ["bwrap", "landlock"])
+@pytest.mark.parametrize("mode", ["bwrap", "bwrap-session", "landlock"])
 def test_sandboxed_history_commands_read_the_mirror_but_cannot_write_it(
         remote: Remote, settings: StudioSettings, mode: str) -> None:
-    sandbox = require_sandbox(mode)
     ws = provision(remote, settings, f"exec-{mode}")
+    with sandbox_context(ws.path, mode) as ctx:
+        _history_and_no_writes(ws, ctx)
+
+
+def _history_and_no_writes(ws: Workspace, ctx: ToolDomainContext) -> None:
     mirror = borrowed_mirror(ws.path)
     assert mirror is not None
-    ctx = command_context(ws.path, sandbox)
     blame = run_command(ctx, command="git blame --line-porcelain notes.txt | grep '^author '")
     assert blame["ok"] and blame["result"]["exit_code"] == 0, blame
     authors = set(blame["result"]["stdout"].split("\n")) - {""}

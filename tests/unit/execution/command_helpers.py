@@ -6,7 +6,7 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,20 @@ def command_context(
         workspace_root=workspace, execution_id="exec-1", request_id="req-1",
         correlation_id="corr-1", sandbox=sandbox, **overrides,
     )
+
+
+@contextmanager
+def sandbox_context(workspace: Path, mode: str, limits: CommandLimits = DEFAULT_LIMITS,
+                    notify: Callable[[str, str], None] | None = None,
+                    **overrides: Any) -> Iterator[ToolDomainContext]:
+    """A context on ``workspace`` under ``mode``: a sandbox mode, or ``MODE-session`` for the
+    execution's long-lived sandbox of that mode (opened here, closed when the block ends)."""
+    sandbox = require_sandbox(mode.removesuffix("-session"), limits)
+    if not mode.endswith("-session"):
+        yield command_context(workspace, sandbox, **overrides)
+        return
+    with sandbox.session(workspace, notify or (lambda code, message: None)) as session:
+        yield command_context(workspace, session, **overrides)
 
 
 def run_command(ctx: ToolDomainContext, **args: Any) -> dict[str, Any]:

@@ -6,11 +6,13 @@ wrote, listed, moved or deleted nothing it should not have.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import stat
 import subprocess
+import weakref
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -200,13 +202,27 @@ class Harness:
     dispatcher: Dispatcher = field(
         default_factory=lambda: Dispatcher(ToolRegistry(available_specs())))
     calls: int = 0
+    _session: list[Any] | None = field(default=None, init=False, repr=False)
 
     def context(self) -> ToolDomainContext:
         return ToolDomainContext(
             workspace_root=self.layout.root, execution_id="exec-conf", request_id="req-1",
             correlation_id="corr-1", branch="studio/test", default_branch="main",
-            allow_workflow_changes=self.allow_workflows, sandbox=_plain_sandbox(),
+            allow_workflow_changes=self.allow_workflows, sandbox=self._sandbox(),
         )
+
+    def _sandbox(self) -> Any:
+        """The layout's sandbox as an execution has it: under bubblewrap, one long-lived sandbox
+        for every call of this harness (issue 12), ended when the harness goes away."""
+        if self._session is None:
+            sandbox = _plain_sandbox()
+            if sandbox is None:
+                return None
+            stack = contextlib.ExitStack()
+            self._session = [stack.enter_context(
+                sandbox.session(self.layout.root, lambda code, message: None))]
+            weakref.finalize(self, stack.close)
+        return self._session[0]
 
     def call(self, name: str, args: Mapping[str, Any]) -> dict[str, Any]:
         self.calls += 1

@@ -18,6 +18,35 @@ from services.execution.errors import ErrorCode
 from services.execution.messages import ModelRequest, ModelResponse, ToolSchema, Usage
 
 
+class LaunchedCommand(Protocol):
+    """A command a long-lived sandbox started on request (see :attr:`PreparedCommand.launch`).
+
+    The runner owns :attr:`stdout` and :attr:`stderr` (read ends of pipes; it closes them) and
+    waits for :attr:`exit_fd` to become readable, then asks :meth:`exit_status`; everything else
+    the command started is already gone by then.
+    """
+
+    stdout: int
+    stderr: int
+    exit_fd: int
+
+    def exit_status(self) -> int | None:
+        """The exit status (negative: the signal), or None if the sandbox itself ended."""
+        ...
+
+    def kill(self) -> None:
+        """End the command and every process it started (the deadline)."""
+        ...
+
+    def abandon(self) -> None:
+        """The sandbox did not report the end after :meth:`kill`: end the whole sandbox."""
+        ...
+
+    def release(self) -> None:
+        """The runner is done with this command: the sandbox may run the next one."""
+        ...
+
+
 @dataclass(frozen=True)
 class PreparedCommand:
     """A command ready to be started by the command domain, wrapped by a sandbox."""
@@ -35,6 +64,8 @@ class PreparedCommand:
     on_start: Callable[[int], None] | None = None
     # Called by the runner once the command ended (kills what is left of it, frees its cgroup).
     finish: Callable[[], None] | None = None
+    # Set by a long-lived sandbox: the runner calls it instead of starting ``argv`` itself.
+    launch: Callable[[], LaunchedCommand] | None = None
 
     def close_fds(self) -> None:
         """Close :attr:`pass_fds` in the parent (idempotent enough: EBADF is ignored)."""
@@ -55,6 +86,18 @@ class CommandSandbox(Protocol):
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
         """Wrap ``argv``; raise ``ToolFailure(sandbox_unavailable)`` when it cannot be confined."""
+        ...
+
+    def session(
+        self, workspace: Path, notify: Callable[[str, str], None]
+    ) -> contextlib.AbstractContextManager[CommandSandbox]:
+        """The sandbox for one execution in ``workspace``, closed when the execution ends.
+
+        A sandbox that can live as long as the execution (bubblewrap) starts it on the first
+        command and runs every later command in it; the others answer with themselves.
+        ``notify(code, message)`` reports what the execution's journal should record (a
+        sandbox that died and was started again).
+        """
         ...
 
 

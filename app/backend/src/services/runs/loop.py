@@ -15,7 +15,7 @@ from __future__ import annotations
 import contextlib
 import shutil
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,7 @@ from services.execution.messages import Message
 from services.execution.outcomes import RunResult, UsageTotals
 from services.execution.ports import (
     AgentEvent,
+    AgentEventKind,
     BudgetPort,
     EventSink,
     IdempotencyStore,
@@ -154,14 +155,18 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
                                                        base_env=mcp_base_environment()))
             hub.register(registry)
+        cycles = LastCycle()
         shown: list[EventSink] = [RedactingSink(s, redactor) for s in [
             *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]]
         journal = wiring.journal
         if isinstance(journal, DbEventSink):  # buffered: shown once committed
             journal.forward_to(shown)
+            sink: EventSink = FanOutSink([cycles, journal])
+        else:
+            sink = FanOutSink([cycles, journal, *shown])
+        ctx = stack.enter_context(execution_sandbox(ctx, sink, cycles))
         deps = AgentDeps(
-            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx,
-            sink=journal if isinstance(journal, DbEventSink) else FanOutSink([journal, *shown]),
+            dispatcher=Dispatcher(registry, wiring.store), ctx=ctx, sink=sink,
             limits=wiring.limits, control=wiring.control, budget=wiring.budget,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
         )
@@ -175,6 +180,34 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
         if isinstance(journal, DbEventSink):
             journal.close()
         return run
+
+
+class LastCycle:
+    """Remembers the cycle of the last event, for events raised outside the loop's own code."""
+
+    def __init__(self) -> None:
+        self.cycle = 0
+
+    def emit(self, event: AgentEvent) -> None:
+        self.cycle = event.cycle
+
+
+@contextlib.contextmanager
+def execution_sandbox(ctx: ToolDomainContext, sink: EventSink,
+                      cycles: LastCycle) -> Iterator[ToolDomainContext]:
+    """``ctx`` with the execution's own sandbox (one for all its commands under bubblewrap),
+    closed when the loop ends, however it ends; a sandbox started again is journaled as a
+    ``warning`` event."""
+    if ctx.sandbox is None:
+        yield ctx
+        return
+
+    def notify(code: str, message: str) -> None:
+        sink.emit(AgentEvent(kind=AgentEventKind.WARNING, execution_id=ctx.execution_id,
+                             cycle=cycles.cycle, data={"code": code, "message": message}))
+
+    with ctx.sandbox.session(ctx.workspace_root, notify) as sandbox:
+        yield replace(ctx, sandbox=sandbox)
 
 
 class RedactingSink:

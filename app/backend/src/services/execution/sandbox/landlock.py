@@ -30,6 +30,7 @@ or mount namespace: commands still see the host's process list (not their enviro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import platform
@@ -38,7 +39,7 @@ from pathlib import Path
 
 from landlock import FSAccess
 
-from services.execution.ports import PreparedCommand
+from services.execution.ports import CommandSandbox, PreparedCommand
 from services.execution.sandbox.cgroup import cgroup_layout, with_limits
 from services.execution.sandbox.landlock_abi import (
     MIN_ABI,
@@ -142,6 +143,11 @@ class LandlockSandbox:
     @property
     def mode(self) -> str:
         return "landlock"
+
+    def session(self, workspace: Path, notify: Callable[[str, str], None]
+                ) -> contextlib.AbstractContextManager[CommandSandbox]:
+        """Itself: each command gets its own Landlock domain (see the module's docstring)."""
+        return contextlib.nullcontext(self)
 
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]

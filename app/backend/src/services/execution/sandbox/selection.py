@@ -21,12 +21,13 @@ writable.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
@@ -40,6 +41,7 @@ from services.execution.sandbox.layout import (
 )
 from services.execution.sandbox.limits import CommandLimits
 from services.execution.sandbox.seccomp import program_fd
+from services.execution.sandbox.session import bwrap_session
 from services.settings import SandboxMode
 
 log = logging.getLogger(__name__)
@@ -74,6 +76,11 @@ class NoSandbox:
     def mode(self) -> str:
         return SandboxMode.NONE.value
 
+    def session(self, workspace: Path, notify: Callable[[str, str], None]
+                ) -> contextlib.AbstractContextManager[CommandSandbox]:
+        """Itself: nothing lives longer than a command."""
+        return contextlib.nullcontext(self)
+
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
@@ -91,6 +98,11 @@ class UnavailableSandbox:
     @property
     def mode(self) -> str:
         return "unavailable"
+
+    def session(self, workspace: Path, notify: Callable[[str, str], None]
+                ) -> contextlib.AbstractContextManager[CommandSandbox]:
+        """Itself: nothing lives longer than a command."""
+        return contextlib.nullcontext(self)
 
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
@@ -124,6 +136,12 @@ class BwrapSandbox:
     @property
     def mode(self) -> str:
         return SandboxMode.BWRAP.value
+
+    def session(self, workspace: Path, notify: Callable[[str, str], None]
+                ) -> contextlib.AbstractContextManager[CommandSandbox]:
+        """One sandbox for the whole execution in ``workspace``
+        (:mod:`~services.execution.sandbox.session`)."""
+        return bwrap_session(self, workspace, notify)
 
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]

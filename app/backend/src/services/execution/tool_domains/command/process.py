@@ -6,23 +6,32 @@ and last bytes only (:class:`HeadTail`), whatever the command prints.
 
 When the command's main process exits, what is left of its process group (background jobs) is
 killed, and the pipes are drained for a short grace period; at the deadline the whole group is
-killed. Under bubblewrap, killing the group kills ``bwrap``, whose ``--die-with-parent`` takes the
-sandbox's PID namespace, and every process in it, down too.
+killed. Under a per-command bubblewrap, killing the group kills ``bwrap``, whose
+``--die-with-parent`` takes the sandbox's PID namespace, and every process in it, down too.
+
+A command prepared by a long-lived sandbox
+(:attr:`~services.execution.ports.PreparedCommand.launch`) is started by that sandbox's
+supervisor instead: the runner reads the same two pipes, learns the
+exit from the sandbox's control channel (sent once every other process of the command is dead)
+and, at the deadline, asks the sandbox to kill the command; a sandbox that does not answer then
+is ended whole.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import selectors
 import signal
 import subprocess
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import IO
 
 from services.execution.errors import ErrorCode, ToolFailure
-from services.execution.ports import PreparedCommand
+from services.execution.ports import LaunchedCommand, PreparedCommand
 
 READ_CHUNK = 64 * 1024
 DRAIN_GRACE_S = 2.0
@@ -94,59 +103,58 @@ def _exited(pid: int) -> bool:
 
 
 class _Pump:
-    """The read loop over both pipes and the exit notification."""
+    """The read loop over both pipes and the exit notification.
 
-    def __init__(self, proc: subprocess.Popen[bytes], cap: int) -> None:
-        self.proc = proc
+    ``exit_fd`` becomes readable once the command ended (a pidfd, or a long-lived sandbox's
+    control channel), then ``on_exit`` runs once; ``poll_exit`` stands in where there is no such
+    descriptor (no pidfd on an old kernel).
+    """
+
+    def __init__(self, pipes: Sequence[int], cap: int, exit_fd: int | None,
+                 on_exit: Callable[[], None], poll_exit: Callable[[], bool] | None = None) -> None:
         self.out = HeadTail(cap)
         self.err = HeadTail(cap)
         self.selector = selectors.DefaultSelector()
         self.open_pipes = 0
-        self.pidfd: int | None = None
-        for pipe, sink in ((proc.stdout, self.out), (proc.stderr, self.err)):
-            if pipe is not None:
-                self.selector.register(pipe, selectors.EVENT_READ, sink)
-                self.open_pipes += 1
-        try:
-            self.pidfd = os.pidfd_open(proc.pid)
-            self.selector.register(self.pidfd, selectors.EVENT_READ, None)
-        except (AttributeError, OSError):
-            self.pidfd = None  # no pidfd (old kernel): poll the exit instead
+        self.exit_fd = exit_fd
+        self.on_exit = on_exit
+        self.poll_exit = poll_exit
+        for fd, sink in zip(pipes, (self.out, self.err), strict=True):
+            self.selector.register(fd, selectors.EVENT_READ, sink)
+            self.open_pipes += 1
+        if exit_fd is not None:
+            self.selector.register(exit_fd, selectors.EVENT_READ, None)
 
     def close(self) -> None:
         self.selector.close()
-        if self.pidfd is not None:
-            os.close(self.pidfd)
 
-    def _on_exit(self) -> None:
-        if self.pidfd is not None:
-            self.selector.unregister(self.pidfd)
-            os.close(self.pidfd)
-            self.pidfd = None
-        _kill_group(self.proc.pid)  # leftovers of the group; the leader is a zombie, not reaped
+    def _exit_seen(self) -> None:
+        if self.exit_fd is not None:
+            self.selector.unregister(self.exit_fd)
+            self.exit_fd = None
+        self.on_exit()
 
-    def run_until(self, deadline: float) -> bool:
+    def run_until(self, deadline: float, *, exited: bool = False) -> bool:
         """Read until the main process exited and both pipes closed, or ``deadline``.
 
         True if the main process exited (a command that closes its pipes early is still waited
         for; one whose background jobs keep the pipes open gets a short grace after its exit).
         """
-        exited = False
         while self.open_pipes or not exited:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
-            polling = self.pidfd is None and not exited
+            polling = self.exit_fd is None and not exited
             for key, _ in self.selector.select(min(remaining, 0.05) if polling else remaining):
                 if key.data is None:
                     exited = True
-                    self._on_exit()
+                    self._exit_seen()
                     deadline = min(deadline, time.monotonic() + DRAIN_GRACE_S)
                 elif not self._read(key):
                     self.open_pipes -= 1
-            if polling and _exited(self.proc.pid):
+            if polling and self.poll_exit is not None and self.poll_exit():
                 exited = True
-                _kill_group(self.proc.pid)
+                self.on_exit()
                 deadline = min(deadline, time.monotonic() + DRAIN_GRACE_S)
         return exited
 
@@ -158,6 +166,13 @@ class _Pump:
             return True
         self.selector.unregister(key.fileobj)
         return False
+
+
+def _pidfd(pid: int) -> int | None:
+    try:
+        return os.pidfd_open(pid)
+    except (AttributeError, OSError):
+        return None  # no pidfd (old kernel): poll the exit instead
 
 
 def _spawn(prepared: PreparedCommand) -> subprocess.Popen[bytes]:
@@ -189,6 +204,8 @@ def _ms(started: float) -> float:
 
 def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> CommandOutcome:
     """Start ``prepared`` in a new session and collect its capped output until exit or timeout."""
+    if prepared.launch is not None:
+        return _run_launched(prepared.launch, timeout_s=timeout_s, cap=cap)
     started = time.monotonic()
     try:
         proc = _spawn(prepared)
@@ -199,7 +216,11 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
         _finish(prepared)
         raise
     _release(prepared, proc)
-    pump = _Pump(proc, cap)
+    pidfd = _pidfd(proc.pid)
+    pipes = [p.fileno() for p in (proc.stdout, proc.stderr) if p is not None]
+    # At the exit, what is left of the group is killed; the leader is a zombie, not reaped.
+    pump = _Pump(pipes, cap, pidfd, functools.partial(_kill_group, proc.pid),
+                 functools.partial(_exited, proc.pid))
     try:
         exited = pump.run_until(started + timeout_s)
         if not exited:
@@ -207,6 +228,8 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
             pump.run_until(time.monotonic() + DRAIN_GRACE_S)
     finally:
         pump.close()
+        if pidfd is not None:
+            os.close(pidfd)
         _close(proc.stdout, proc.stderr)
         _kill_group(proc.pid)  # safe: the leader is not reaped before wait()
         returncode = proc.wait()
@@ -215,6 +238,43 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
         return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
     sig = signal.Signals(-returncode).name if returncode < 0 else None
     return CommandOutcome(returncode, sig, pump.out, pump.err, False, _ms(started))
+
+
+SANDBOX_ENDED_NOTE = b"\n[the sandbox ended during this command; the next one starts a new one]\n"
+
+
+def _run_launched(launch: Callable[[], LaunchedCommand], *, timeout_s: float,
+                  cap: int) -> CommandOutcome:
+    """Run a command in a long-lived sandbox: it reports the exit once nothing else of the
+    command is left, so the pipes are at end of file by then."""
+    started = time.monotonic()
+    command = launch()
+    status: list[int | None] = []
+
+    def on_exit() -> None:
+        status.append(command.exit_status())
+
+    pump = _Pump([command.stdout, command.stderr], cap, command.exit_fd, on_exit)
+    try:
+        exited = pump.run_until(started + timeout_s)
+        if not exited:
+            command.kill()
+            if not pump.run_until(time.monotonic() + DRAIN_GRACE_S):
+                command.abandon()
+    finally:
+        pump.close()
+        os.close(command.stdout)
+        os.close(command.stderr)
+        command.release()
+    code = status[0] if status else None
+    if code is None:
+        if exited:
+            pump.err.feed(SANDBOX_ENDED_NOTE)
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, not exited, _ms(started))
+    if not exited:
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
+    sig = signal.Signals(-code).name if code < 0 else None
+    return CommandOutcome(code, sig, pump.out, pump.err, False, _ms(started))
 
 
 def _release(prepared: PreparedCommand, proc: subprocess.Popen[bytes]) -> None:
