@@ -139,6 +139,7 @@ class Measure:
     gaps_ms: list[float]
     first_request_s: float
     rss_mib: list[float] = field(default_factory=list)
+    cpu_ms: float = float("nan")  # CPU per step: the loop's process and its reaped commands
 
     @property
     def median_ms(self) -> float:
@@ -219,8 +220,9 @@ def floor(n: int, db: str | None, workspace: Path) -> Measure:
             conn.close()
             if journal is not None:
                 journal.close()
-        clock.elapsed()
-    return Measure(label, db or "-", "none", _gaps(server, n, label), 0.0)
+        cpu_s = clock.elapsed()[1]
+    return Measure(label, db or "-", "none", _gaps(server, n, label), 0.0,
+                   cpu_ms=cpu_s * 1000 / n)
 
 
 # ------------------------------------------------------------------ mini-swe-agent
@@ -258,14 +260,18 @@ def msa_venv(root: Path, reuse: Path | None) -> Path:
 def mini_swe_agent(n: int, python: Path, workspace: Path) -> Measure:
     with served(n, msa_script) as server:
         started = time.perf_counter()
-        done = subprocess.run([str(python), "-c", MSA_DRIVER, server.url, str(n), str(workspace)],
-                              capture_output=True, text=True, timeout=600, check=False,
-                              env={**os.environ, "MSWEA_CONFIGURED": "true",
-                                   "MSWEA_SILENT_STARTUP": "1", "LITELLM_LOG": "ERROR"})
-    if done.returncode != 0 and len(server.times) != n + 1:
-        raise RuntimeError(f"mini-swe-agent failed: {done.stderr[-3000:]}")
+        process = subprocess.Popen(
+            [str(python), "-c", MSA_DRIVER, server.url, str(n), str(workspace)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            env={**os.environ, "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
+                 "LITELLM_LOG": "ERROR"})
+        rss, cpu = _watch(process)
+        _, err = process.communicate()
+    if process.returncode != 0 and len(server.times) != n + 1:
+        raise RuntimeError(f"mini-swe-agent failed: {err[-3000:]}")
     first = server.times[0] - started if server.times else float("nan")
-    return Measure("mini-swe-agent", "-", "none", _gaps(server, n, "mini-swe-agent"), first)
+    return Measure("mini-swe-agent", "-", "none", _gaps(server, n, "mini-swe-agent"), first,
+                   rss, _cpu_per_step(cpu, server.times, n))
 
 
 # ------------------------------------------------------------------ studio run
@@ -336,15 +342,50 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
              "--workspace", str(workspace), "--provider", provider,
              "--max-iterations", str(n + 10), "--json"],
             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        rss: list[float] = []
-        while process.poll() is None:
-            rss.append(_rss_mib(process.pid))
-            time.sleep(0.05)
+        rss, cpu = _watch(process)
         out, err = process.communicate()
     if process.returncode != 0:
         raise RuntimeError(f"{label} ({db}, {sandbox}) failed: {err[-3000:]}")
     first = server.times[0] - started if server.times else float("nan")
-    return Measure(label, db, sandbox, _gaps(server, n, label), first, rss)
+    return Measure(label, db, sandbox, _gaps(server, n, label), first, rss,
+                   _cpu_per_step(cpu, server.times, n))
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_s(pid: int) -> float | None:
+    """User + system time of ``pid`` and of its children it has reaped (its commands)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return None
+    fields = stat[stat.rindex(")") + 2:].split()
+    return sum(int(x) for x in fields[11:15]) / _TICK
+
+
+def _watch(process: subprocess.Popen[str]) -> tuple[list[float], list[tuple[float, float]]]:
+    """Until ``process`` ends: its resident memory and its CPU time, sampled every 20 ms."""
+    rss: list[float] = []
+    cpu: list[tuple[float, float]] = []
+    while process.poll() is None:
+        rss.append(_rss_mib(process.pid))
+        used = _cpu_s(process.pid)
+        if used is not None:
+            cpu.append((time.perf_counter(), used))
+        time.sleep(0.02)
+    return rss, cpu
+
+
+def _cpu_per_step(cpu: list[tuple[float, float]], times: list[float], n: int) -> float:
+    """CPU ms per step between the first and the last model request (nearest samples)."""
+    if len(times) < 2 or not cpu:
+        return float("nan")
+
+    def at(moment: float) -> float:
+        return min(cpu, key=lambda sample: abs(sample[0] - moment))[1]
+
+    return (at(times[-1]) - at(times[0])) * 1000 / n
 
 
 # ------------------------------------------------------------------ the run
@@ -430,14 +471,14 @@ def report(rows: list[Measure], load: tuple[float, float, float]) -> None:
         return next((r for r in rows if (r.label, r.db, r.sandbox) == (label, db, sandbox)), None)
 
     print(f"\n{'loop':24} {'db':10} {'sandbox':7} {'median ms':>9} {'mean ms':>8} "
-          f"{'vs durable':>10} {'first req s':>11} {'RSS MiB':>8}")
+          f"{'vs durable':>10} {'cpu ms':>7} {'first req s':>11} {'RSS MiB':>8}")
     for r in rows:
         durable = find("durable floor", r.db) if r.db != "-" else None
         ratio = f"{r.median_ms / durable.median_ms:9.2f}x" if durable and durable is not r else ""
         rss = f"{max(r.rss_mib):8.0f}" if r.rss_mib else ""
         first = f"{r.first_request_s:11.2f}" if r.first_request_s else ""
         print(f"{r.label:24} {r.db:10} {r.sandbox:7} {r.median_ms:9.2f} {r.mean_ms:8.2f} "
-              f"{ratio:>10} {first:>11} {rss:>8}")
+              f"{ratio:>10} {r.cpu_ms:7.2f} {first:>11} {rss:>8}")
     msa = find("mini-swe-agent")
     print("\ntargets:")
     for r in rows:
