@@ -213,6 +213,10 @@ def _host(cache: Path) -> Iterator[tuple[str, str, str]]:
         yield host.url(REPO), host.base_url, api.api_url
 
 
+def _median(runs: list[Measured]) -> Measured:
+    return sorted(runs, key=lambda m: m.first_request_s)[len(runs) // 2]
+
+
 def _print_profile(measured: Measured, path: Path) -> None:
     import pstats
 
@@ -247,16 +251,19 @@ def main(argv: list[str] | None = None) -> int:
                    STUDIO_DATA_DIR=str(work / "data"), STUDIO_GITHUB_TOKEN=TOKEN,
                    STUDIO_GITHUB_API_URL=api_url, STUDIO_GITHUB_GIT_ORIGINS=base_url,
                    STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1", STUDIO_SANDBOX="none")
-        shallow = sorted((git_clone("git clone --depth 1", url, work / "shallow", "--depth", "1")
-                          for _ in range(args.warm_runs)), key=lambda m: m.first_request_s)
-        results = [shallow[len(shallow) // 2], git_clone("git clone (full)", url, work / "full")]
+        full = git_clone("git clone (full)", url, work / "full")
         shutil.rmtree(work / "full")
+        cold = studio_run("studio run, cold mirror", url, env, work / "ws")
+        shallows: list[Measured] = []
+        warms: list[Measured] = []
+        provisions: list[Measured] = []
+        for _ in range(args.warm_runs):  # interleaved: each pair sees the same load
+            shallows.append(git_clone("git clone --depth 1", url, work / "shallow", "--depth",
+                                      "1"))
+            warms.append(studio_run("studio run, warm mirror", url, env, work / "ws"))
+            provisions.append(provision_only(url, work))
         shutil.rmtree(work / "shallow")
-        results.append(studio_run("studio run, cold mirror", url, env, work / "ws"))
-        warm = sorted((studio_run("studio run, warm mirror", url, env, work / "ws")
-                       for _ in range(args.warm_runs)), key=lambda m: m.first_request_s)
-        results.append(warm[len(warm) // 2])
-        results.append(provision_only(url, work))
+        results = [_median(shallows), full, cold, _median(warms), _median(provisions)]
         results.append(studio_run("studio run, no mirror (pod)", url,
                                   {**env, "STUDIO_REPO_MIRRORS": "false"}, work / "ws"))
         mirror_bytes = sum(_du(m) for m in (work / "data" / "mirrors").glob("*.git"))
