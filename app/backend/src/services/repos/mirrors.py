@@ -9,9 +9,9 @@ at each use: the LRU clock). ``digest`` hashes the repository's normalized URL
 :meth:`MirrorCache.checkout` takes a :class:`MirrorLease` (a shared lock on ``.lease``), then the
 update lock, updates the mirror with ``git fetch --prune`` straight from the URL (no remote, no
 URL and no credential stored in the mirror's config; the token comes as ``GIT_CONFIG_*``
-environment), and yields the mirror and the lease while the caller clones with
-``git clone --reference <mirror>``: the remote sends only what the mirror lacks and the clone
-*borrows* the mirror's objects (``objects/info/alternates``) instead of copying them, so a
+environment), releases the update lock and yields the mirror and the lease while the caller
+clones with ``git clone --reference <mirror>``: the remote sends only what the mirror lacks and
+the clone *borrows* the mirror's objects (``objects/info/alternates``) instead of copying them, so a
 workspace holds its checkout and little else. The caller keeps the lease for the life of the
 execution. While any lease is held the mirror is never evicted, and its objects are never
 deleted: the mirror's fetch runs with ``gc.auto=0`` (a fetch only adds objects; ``--prune``
@@ -121,9 +121,10 @@ class MirrorCache:
     @contextlib.contextmanager
     def checkout(self, repo: ValidatedRepo,
                  env: Mapping[str, str]) -> Iterator[tuple[Path, MirrorLease]]:
-        """The up-to-date mirror of ``repo`` (updates serialized while the caller holds it) and
-        a lease on it that outlives the block: the caller releases it when its clone is gone.
-        On an exception inside the block the lease is released here."""
+        """The up-to-date mirror of ``repo`` and a lease on it that outlives the block: the
+        caller releases it when its clone is gone. Updates take turns (the update lock); the
+        caller's clone does not hold that lock (another execution's fetch only adds objects and
+        moves refs atomically). On an exception inside the block the lease is released here."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         mirror = self.mirror_path(repo)
         lease = lease_mirror(mirror)
@@ -131,7 +132,7 @@ class MirrorCache:
             with _locked(self._lock_path(mirror)):
                 self._update(repo, mirror, env)
                 self._used_path(mirror).touch()
-                yield mirror, lease
+            yield mirror, lease
         except BaseException:
             lease.release()
             raise
