@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 from sqlalchemy import func, select, update
@@ -116,3 +117,14 @@ def test_prune_works_in_batches(db: Database, monkeypatch: pytest.MonkeyPatch) -
     with db.engine.connect() as conn:
         left = conn.execute(select(func.count()).select_from(NodeExecution)).scalar_one()
     assert left == 0 and ids
+
+
+def test_the_reaper_applies_the_retention_when_it_is_set(db: Database, tmp_path: Path) -> None:
+    from services.runs.reaper import reap_retention
+    from tests.support.settings import sqlite_settings
+
+    old, recent = _execution(db, "succeeded", 40), _execution(db, "failed", 2)
+    unset = sqlite_settings(tmp_path / "unused.db")
+    assert reap_retention(db, unset) == 0
+    assert reap_retention(db, unset.model_copy(update={"retention_days": 30})) == 1
+    assert _left(db)["executions"] == {recent} and old not in _left(db)["events"]

@@ -7,7 +7,8 @@ calls' records, checkpoints and budget charges ride along), and there are exactl
 per turn with a tool call (the call before it runs; its record, checkpoint and result after it)
 and one for the final turn; on PostgreSQL each is a single statement sent in autocommit mode
 (``studio_journal_commit``): one round trip. A reader polling the journal meanwhile, as the
-API's event stream does, sees every event once, in order, without a gap.
+API's event stream does, sees every event once, in order, without a gap. Large contents are
+stored once, and what a resume reads back (the conversation, the replay script) is whole.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from sqlalchemy import Engine, event, select
 
 from services.db.budget import DbBudget
 from services.db.executions import ExecutionRepository
-from services.db.models import BudgetLedger, WorkspaceCheckpoint
+from services.db.models import BudgetLedger, ContentBlob, ExecutionEvent, WorkspaceCheckpoint
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import READ_ONLY_OPTION, Database
@@ -245,3 +246,37 @@ def test_charges_that_do_not_fit_overflow_when_they_ride_along(db: Database) -> 
         journal.emit(AgentEvent(AgentEventKind.TOOL_CALL, execution_id, 0, {}))
     assert budget.spent_today() == (800_000, 400_000)
     assert budget.check() is not None
+
+
+def test_large_contents_are_stored_once_and_a_resume_reads_them_whole(
+        db: Database, tmp_path: Path) -> None:
+    from services.execution.conversation import rebuild_messages
+    from services.runs.request import ExecutionRequest as Request
+
+    big = "".join(f"value_{n} = {n * 31 % 977}\n" for n in range(3_000))  # ~50 KB
+    script = {"turns": [
+        {"tool_calls": [{"tool": "workspace.write_file",
+                         "args": {"path": "big.py", "content": big + f"# {n}\n"}}]}
+        for n in range(3)] + [{"final": DONE}]}
+    with repo_world(tmp_path / "world") as base:
+        world = replace(base, db_url=url_of(db))
+        execution_id = create_execution(db, ExecutionRequest(
+            provider="replay", prompt="Write big", repo_url=world.url, script=script,
+            pull_request=False), Redactor([TOKEN]), settings=world.settings())
+        outcome = execute_execution(execution_id, settings=world.settings(), db=db)
+        assert outcome.status == "succeeded", outcome
+        assert world.remote_file(outcome.branch or "", "big.py") == big + "# 2\n"
+
+    repo = ExecutionRepository(db)
+    row = repo.get(execution_id)
+    assert row is not None and Request.from_row(row).script == script  # the stored script
+    messages = rebuild_messages([(e.kind, dict(e.data)) for e in repo.events(execution_id)])
+    written = [p.args["content"] for m in messages for p in m.tool_calls]
+    assert written == [big + f"# {n}\n" for n in range(3)]
+    with db.engine.connect() as conn:
+        blobs = conn.execute(select(ContentBlob.size_bytes)
+                             .where(ContentBlob.execution_id == execution_id)).scalars().all()
+        events_text = conn.execute(select(ExecutionEvent.data).where(
+            ExecutionEvent.execution_id == execution_id)).scalars().all()
+    assert len(blobs) == 3  # each content once, whatever the records naming it
+    assert big not in "".join(str(d) for d in events_text)

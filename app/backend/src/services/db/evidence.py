@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import JSON, bindparam, case, func
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
@@ -25,6 +25,10 @@ def _identity(call: dict[str, Any] | None, envelope: dict[str, Any] | None) -> d
     domain = str(source.get("domain") or tool_name.partition("_")[0])
     operation = str(source.get("operation") or tool_name.partition("_")[2])
     return {"tool_name": tool_name, "domain": domain, "operation": operation}
+
+
+ENVELOPE_COLUMNS = ("envelope", "ok", "error_code", "duration_ms", "request_id",
+                    "correlation_id", "finished_at")
 
 
 def _envelope_columns(envelope: dict[str, Any]) -> dict[str, Any]:
@@ -42,13 +46,6 @@ def _envelope_columns(envelope: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-def _insert_missing(session: Session, values: dict[str, Any]) -> None:
-    statement = dialect_insert(session)(ToolCallRecord).values(**values).on_conflict_do_nothing(
-        index_elements=["execution_id", "call_id"]
-    )
-    session.execute(statement)
-
-
 def record_tool_call(
     session: Session,
     execution_id: str,
@@ -58,30 +55,57 @@ def record_tool_call(
     envelope: dict[str, Any] | None = None,
     cycle: int | None = None,
     provider: str | None = None,
-) -> bool:
-    """Create or complete the evidence row; answers whether ``envelope`` was stored by this call."""
-    _insert_missing(session, {
+) -> None:
+    """Create or complete the evidence row, in one ``INSERT ... ON CONFLICT DO UPDATE``: what
+    the row already holds wins (the arguments, the identity, the cycle, the provider, and the
+    envelope with its columns once set)."""
+    values: dict[str, Any] = dict.fromkeys(_COLUMNS)
+    values.update({
         "execution_id": execution_id, "call_id": call_id, "created_at": utcnow(),
-        **_identity(call, envelope),
+        "cycle": cycle, "provider": provider, **_identity(call, envelope),
     })
-    row = session.execute(
-        select(ToolCallRecord)
-        .where(ToolCallRecord.execution_id == execution_id, ToolCallRecord.call_id == call_id)
-        .with_for_update()
-    ).scalar_one()
-    if call is not None and row.args is None:
-        row.args = externalize(session, execution_id, dict(call.get("args") or {}))
-    if not row.tool_name:
-        for key, value in _identity(call, envelope).items():
-            setattr(row, key, value)
-    row.cycle = row.cycle if row.cycle is not None else cycle
-    row.provider = row.provider or provider
-    if envelope is None or row.envelope is not None:
-        return False
-    for key, value in _envelope_columns(envelope).items():
-        setattr(row, key, value)
-    row.envelope = externalize(session, execution_id, envelope)
-    return True
+    if call is not None:
+        values["args"] = externalize(session, execution_id, dict(call.get("args") or {}))
+    if envelope is not None:
+        values.update(_envelope_columns(envelope))
+        values["envelope"] = externalize(session, execution_id, envelope)
+    session.execute(_upsert(session), {f"p_{key}": value for key, value in values.items()})
+
+
+_COLUMNS = ("execution_id", "call_id", "created_at", "cycle", "provider", "tool_name", "domain",
+            "operation", "args", *ENVELOPE_COLUMNS)
+_UPSERTS: dict[str, Any] = {}
+
+
+def _upsert(session: Session) -> Any:
+    """The evidence upsert of the session's dialect, built once (parameters ``p_<column>``;
+    ``None`` is SQL ``NULL``, for the JSON columns too)."""
+    name = session.get_bind().dialect.name
+    found = _UPSERTS.get(name)
+    if found is not None:
+        return found
+    table = ToolCallRecord.__table__
+    nullable_json = JSON(none_as_null=True)
+    statement = dialect_insert(session)(ToolCallRecord).values({
+        key: bindparam(f"p_{key}", type_=nullable_json if key in ("args", "envelope")
+                       else table.c[key].type) for key in _COLUMNS})
+    new = statement.excluded
+    unnamed = table.c.tool_name == ""
+    no_envelope = table.c.envelope.is_(None)
+    found = statement.on_conflict_do_update(
+        index_elements=["execution_id", "call_id"],
+        set_={
+            "args": func.coalesce(table.c.args, new.args),
+            **{key: case((unnamed, new[key]), else_=table.c[key])
+               for key in ("tool_name", "domain", "operation")},
+            "cycle": func.coalesce(table.c.cycle, new.cycle),
+            "provider": func.coalesce(func.nullif(table.c.provider, ""), new.provider),
+            **{key: case((no_envelope, new[key]), else_=table.c[key])
+               for key in ENVELOPE_COLUMNS if key != "envelope"},
+            "envelope": func.coalesce(table.c.envelope, new.envelope),
+        })
+    _UPSERTS[name] = found
+    return found
 
 
 def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,

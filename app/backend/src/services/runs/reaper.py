@@ -16,6 +16,10 @@ duplicate delivery is harmless (admission, then the claim, let one run).
 
 :func:`reap_workspaces` deletes execution directories under the workspace root whose execution is
 no longer live (final, or unknown), through :func:`services.repos.workspaces.reap_orphans`.
+
+:func:`reap_retention` applies ``STUDIO_RETENTION_DAYS`` when it is set: finished executions older
+than that are deleted with all they hold (:func:`services.db.retention.prune_finished`, what
+``studio db prune`` runs).
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.leases import LeaseStore
+from services.db.retention import prune_finished
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.db.status import ExecutionStatus
@@ -99,9 +104,22 @@ def reap_workspaces(db: Database, settings: StudioSettings,
     return reap_orphans(root or workspace_root(settings), LeaseStore(db).live)
 
 
+def reap_retention(db: Database, settings: StudioSettings) -> int:
+    """Delete the finished executions older than ``STUDIO_RETENTION_DAYS`` (none when unset);
+    answers how many."""
+    if settings.retention_days is None:
+        return 0
+    pruned = prune_finished(db, settings.retention_days).executions
+    if pruned:
+        log.info("retention: deleted %d executions finished over %d days ago", pruned,
+                 settings.retention_days)
+    return pruned
+
+
 def reap(db: Database, settings: StudioSettings, dispatch: Dispatch) -> list[str]:
     """One full pass: re-dispatch expired and unclaimed executions, then clean orphaned
-    workspaces."""
+    workspaces and apply the retention."""
     reaped = reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
     reap_workspaces(db, settings)
+    reap_retention(db, settings)
     return reaped
