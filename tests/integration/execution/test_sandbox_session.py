@@ -107,6 +107,14 @@ def test_the_environment_is_built_per_command(
         assert "STUDIO_" not in result["stdout"]
 
 
+def test_large_arguments_and_environments_still_run(ctx: ToolDomainContext) -> None:
+    """Over a megabyte of request: more than a socket packet may carry (the first version of the
+    supervisor's channel refused it)."""
+    env = {f"LARGE_{i}": "y" * 30_000 for i in range(40)}
+    result = _run(ctx, command=f"echo {'x' * 120_000} | wc -c; env | grep -c '^LARGE_'", env=env)
+    assert result["stdout"].split() == ["120001", "40"], result
+
+
 def test_scratch_directories_start_empty(ctx: ToolDomainContext) -> None:
     _run(ctx, command='echo x > "$TMPDIR/left-tmp" && echo y > "$HOME/left-home"')
     second = _run(ctx, command='ls -A "$TMPDIR" "$HOME"')
@@ -129,6 +137,21 @@ def test_hostile_scratch_leftovers_are_cleared(session_ctx: ToolDomainContext,
     listed = after["stdout"].split()
     assert not {"a", "d", "e", "f", "g", "fifo", "root-link"} & set(listed), after
     assert _session(session_ctx).starts == 1 and notices == []
+
+
+@pytest.mark.parametrize("name", ["wörk space", "back\\slash", "new\nline"])
+def test_a_workspace_beneath_tmp_survives_the_scratch_reset(tmp_path: Path, name: str) -> None:
+    """The workspace is bound beneath the sandbox's /tmp when it lives under the host's: the
+    supervisor must keep it, whatever its name, while it empties /tmp after each command."""
+    workspace = tmp_path / name
+    workspace.mkdir()
+    (workspace / "keep.txt").write_text("kept")
+    with sandbox_context(workspace, "bwrap-session") as ctx:
+        assert _run(ctx, command="echo more > more.txt")["exit_code"] == 0
+        assert _run(ctx, command="cat keep.txt more.txt")["stdout"] == "keptmore\n"
+        assert _session(ctx).starts == 1
+    assert (workspace / "keep.txt").read_text() == "kept"
+    assert (workspace / "more.txt").read_text() == "more\n"
 
 
 def test_exit_codes_signals_and_timeouts(ctx: ToolDomainContext) -> None:

@@ -65,16 +65,23 @@ def supervisor_source() -> bytes:
     return Path(supervisor.__file__).read_bytes()
 
 
-def _script_fd() -> int:
-    """A memory file holding the supervisor, inherited by the sandbox (the caller closes it)."""
-    fd = os.memfd_create("studio-supervisor", os.MFD_CLOEXEC)
+def _memory_file(name: str, data: bytes) -> int:
+    """A memory file holding ``data``, at offset 0 (the caller closes it)."""
+    fd = os.memfd_create(name, os.MFD_CLOEXEC)
     try:
-        os.write(fd, supervisor_source())
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.lseek(fd, 0, os.SEEK_SET)
     except OSError:
         os.close(fd)
         raise
     return fd
+
+
+def _script_fd() -> int:
+    """A memory file holding the supervisor, inherited by the sandbox (the caller closes it)."""
+    return _memory_file("studio-supervisor", supervisor_source())
 
 
 class _Sandbox:
@@ -280,7 +287,7 @@ class BwrapSession:
         inner = dict(env)
         inner["HOME"] = SANDBOX_HOME
         inner["TMPDIR"] = SANDBOX_TMP
-        request = {"op": "run", "argv": list(argv), "env": inner, "cwd": str(cwd)}
+        request = {"argv": list(argv), "env": inner, "cwd": str(cwd)}
 
         def launch() -> _SessionCommand:
             return self._launch(request)
@@ -320,10 +327,13 @@ class BwrapSession:
 
     def _send(self, request: dict[str, Any], *, retry: bool) -> _SessionCommand:
         box = self._sandbox()
+        body = _memory_file("studio-request", json.dumps(request).encode())
         out_r, out_w = os.pipe()
         err_r, err_w = os.pipe()
         try:
-            socket.send_fds(box.channel, [json.dumps(request).encode()], [out_w, err_w])
+            # The request itself travels in a memory file: a packet is bounded by the socket's
+            # buffer, a command's arguments and environment may take megabytes.
+            socket.send_fds(box.channel, [supervisor.RUN], [out_w, err_w, body])
         except OSError:
             os.close(out_r)
             os.close(err_r)
@@ -334,8 +344,8 @@ class BwrapSession:
                                   "the sandbox stopped answering") from None
             return self._send(request, retry=False)
         finally:
-            os.close(out_w)
-            os.close(err_w)
+            for fd in (out_w, err_w, body):
+                os.close(fd)
         return _SessionCommand(box, out_r, err_r, self.lock.release)
 
     def close(self) -> None:

@@ -12,8 +12,10 @@ closed (close-on-exec, and explicitly) in every command's process, and the super
 itself non-dumpable, so a command cannot take it from ``/proc/1/fd`` or with ``pidfd_getfd``.
 Messages are JSON, one per packet:
 
-* harness -> supervisor: ``{"op": "run", "argv", "env", "cwd"}`` with the command's stdout and
-  stderr (write ends of the harness's pipes) as ``SCM_RIGHTS``; ``{"op": "kill"}`` (deadline);
+* harness -> supervisor: ``{"op": "run"}`` with three descriptors as ``SCM_RIGHTS``: the
+  command's stdout and stderr (write ends of the harness's pipes) and a memory file holding
+  ``{"argv", "env", "cwd"}`` (a packet is bounded by the socket's buffer, a command's arguments
+  and environment are not); ``{"op": "kill"}`` (the deadline);
 * supervisor -> harness: ``{"op": "ready"}`` once, then per command ``{"op": "exited",
   "status": N}`` (a negative status is the signal that ended it), sent only once every other
   process of the namespace is dead and the scratch directories are empty again.
@@ -33,6 +35,7 @@ import ctypes
 import errno
 import json
 import os
+import re
 import select
 import shutil
 import signal
@@ -45,6 +48,7 @@ MAX_MESSAGE = 1024 * 1024
 SCRATCH = ("/tmp", "/var/tmp", "/dev/shm")
 HOME = "/tmp/home"
 PR_SET_DUMPABLE = 4
+RUN = b'{"op": "run"}'
 
 
 def _send(channel: socket.socket, message: dict[str, object]) -> None:
@@ -64,6 +68,17 @@ def _receive(channel: socket.socket) -> tuple[dict[str, object] | None, list[int
             os.close(fd)
         return None, []
     return json.loads(data), fds
+
+
+def _read_all(fd: int) -> bytes:
+    """Everything in the memory file ``fd`` (closed here)."""
+    chunks = []
+    try:
+        while chunk := os.read(fd, 1 << 20):
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
 
 
 def _start(argv: list[str], env: dict[str, str], cwd: str, out: int,
@@ -93,11 +108,15 @@ def _clear_namespace() -> None:
 
 def _mount_points() -> tuple[frozenset[str], frozenset[str]]:
     """The sandbox's mount points (the workspace may be bound beneath ``/tmp``) and every
-    directory above one: those are kept when the scratch directories are emptied."""
+    directory above one: those are kept when the scratch directories are emptied. (Commands
+    cannot add any: no capability, and the seccomp filter refuses ``mount``.)"""
     points: set[str] = set()
-    with open("/proc/self/mountinfo", encoding="utf-8") as table:
+    with open("/proc/self/mountinfo", "rb") as table:
         for line in table:
-            points.add(line.split()[4].encode().decode("unicode_escape"))
+            # Field 5; the kernel writes space, tab, newline and backslash as octal escapes.
+            raw = re.sub(rb"\\([0-7]{3})", lambda m: bytes([int(m.group(1), 8)]),
+                         line.split()[4])
+            points.add(os.fsdecode(raw))
     above: set[str] = set()
     for point in points:
         parent = os.path.dirname(point)
@@ -107,18 +126,28 @@ def _mount_points() -> tuple[frozenset[str], frozenset[str]]:
     return frozenset(points), frozenset(above)
 
 
-def _remove(path: str) -> None:
-    """Remove ``path`` whatever its modes (the owner may always make its directories usable)."""
-    if os.path.isdir(path) and not os.path.islink(path):
-        os.chmod(path, 0o700)
-        for root, dirs, _ in os.walk(path):
-            for name in dirs:
-                full = os.path.join(root, name)
-                if not os.path.islink(full):
-                    os.chmod(full, 0o700)
-        shutil.rmtree(path)
-    else:
+def _remove(path: str, device: int) -> None:
+    """Remove ``path`` whatever its modes (the owner may always make its directories usable),
+    never touching another file system: a mount point found beneath it (the kernel named it in
+    a way :func:`_mount_points` missed) stops the supervisor before anything is removed or
+    changed there (the sandbox is then started again, and the journal says so)."""
+    if not os.path.isdir(path) or os.path.islink(path):
         os.unlink(path)
+        return
+    _own_directory(path, device)
+    for root, dirs, _ in os.walk(path):
+        for name in dirs:
+            _own_directory(os.path.join(root, name), device)
+    shutil.rmtree(path)
+
+
+def _own_directory(path: str, device: int) -> None:
+    """``path`` (a directory of the scratch file system) made usable by its owner."""
+    status = os.lstat(path)
+    if status.st_dev != device:
+        sys.exit(f"a mount point at {path!r}: not removed")
+    if not os.path.islink(path):
+        os.chmod(path, 0o700)
 
 
 def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: int) -> None:
@@ -128,6 +157,7 @@ def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: 
         return
     with contextlib.suppress(OSError):  # not ours to change: listing it says if it matters
         os.chmod(directory, mode)
+    device = os.lstat(directory).st_dev
     for name in os.listdir(directory):
         full = os.path.join(directory, name)
         if full in points:
@@ -135,7 +165,7 @@ def _empty(directory: str, points: frozenset[str], above: frozenset[str], mode: 
         if full in above:
             _empty(full, points, above, 0o755)
         else:
-            _remove(full)
+            _remove(full, device)
 
 
 def _reset_scratch(points: frozenset[str], above: frozenset[str]) -> None:
@@ -206,11 +236,12 @@ def main(fd: int) -> None:
             return
         if request.get("op") == "kill" and not fds:
             continue  # sent at a deadline the command had just beaten: nothing to kill
-        if request.get("op") != "run" or len(fds) != 2:
+        if request.get("op") != "run" or len(fds) != 3:
             for extra in fds:
                 os.close(extra)
             return
-        if not _run(channel, request, fds, mounts):
+        body = _read_all(fds.pop())
+        if not _run(channel, json.loads(body), fds, mounts):
             return
 
 

@@ -11,10 +11,9 @@ killed. Under a per-command bubblewrap, killing the group kills ``bwrap``, whose
 
 A command prepared by a long-lived sandbox
 (:attr:`~services.execution.ports.PreparedCommand.launch`) is started by that sandbox's
-supervisor instead: the runner reads the same two pipes, learns the
-exit from the sandbox's control channel (sent once every other process of the command is dead)
-and, at the deadline, asks the sandbox to kill the command; a sandbox that does not answer then
-is ended whole.
+supervisor instead: the runner reads the same two pipes, learns the exit from the sandbox's
+control channel (sent once every other process of the command is dead) and, at the deadline,
+asks the sandbox to kill the command; a sandbox that does not answer then is ended whole.
 """
 
 from __future__ import annotations
@@ -134,12 +133,13 @@ class _Pump:
             self.exit_fd = None
         self.on_exit()
 
-    def run_until(self, deadline: float, *, exited: bool = False) -> bool:
+    def run_until(self, deadline: float) -> bool:
         """Read until the main process exited and both pipes closed, or ``deadline``.
 
         True if the main process exited (a command that closes its pipes early is still waited
         for; one whose background jobs keep the pipes open gets a short grace after its exit).
         """
+        exited = False
         while self.open_pipes or not exited:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
