@@ -67,6 +67,9 @@ class StudioSettings(BaseSettings):
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
     workspace_dir: Path | None = None
+    # Clone through the mirror cache under <data_dir>/mirrors (workspaces borrow its objects);
+    # false: clone straight from the remote (an executor pod, whose data dir dies with it).
+    repo_mirrors: bool = True
     log_level: str = "WARNING"  # STUDIO_LOG_LEVEL: INFO adds one line per tool call
     git_author_name: str = "Studio Agent"
     git_author_email: str = "studio-agent@localhost"

@@ -222,6 +222,8 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
     plain = {
         "STUDIO_WORKSPACE_DIR": WORKSPACE_DIR,
         "STUDIO_SANDBOX": settings.sandbox_mode,
+        # No mirror is shared with a pod: a mirror there would be a second full copy.
+        "STUDIO_REPO_MIRRORS": "false",
         "HOME": HOME_DIR,
         "TMPDIR": TMP_DIR,
         **settings.extra_env,

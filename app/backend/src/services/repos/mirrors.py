@@ -1,17 +1,24 @@
 """A local cache of bare mirrors, one per repository, so a repeated clone costs little.
 
 Layout under ``root``: ``<digest>.git`` (a bare repository holding the remote's branches and tags),
-``<digest>.lock`` (an ``fcntl`` lock file) and ``<digest>.used`` (touched at each use: the LRU
-clock). ``digest`` hashes the repository's normalized URL (:attr:`ValidatedRepo.cache_key`).
+``<digest>.lock`` (an ``fcntl`` lock file: one update at a time), ``<digest>.lease`` (shared
+``fcntl`` locks, one per workspace borrowing the mirror's objects) and ``<digest>.used`` (touched
+at each use: the LRU clock). ``digest`` hashes the repository's normalized URL
+(:attr:`ValidatedRepo.cache_key`).
 
-:meth:`MirrorCache.checkout` takes the mirror's lock (exclusive: one execution updates or reads a
-mirror at a time), updates it with ``git fetch --prune`` straight from the URL (no remote, no URL
-and no credential stored in the mirror's config; the token comes as ``GIT_CONFIG_*``
-environment), and yields its path while the caller clones with
-``git clone --reference <mirror> --dissociate``: the remote then sends only what the mirror lacks,
-and the clone copies the objects it borrowed so it does not depend on the mirror afterwards.
+:meth:`MirrorCache.checkout` takes a :class:`MirrorLease` (a shared lock on ``.lease``), then the
+update lock, updates the mirror with ``git fetch --prune`` straight from the URL (no remote, no
+URL and no credential stored in the mirror's config; the token comes as ``GIT_CONFIG_*``
+environment), releases the update lock and yields the mirror and the lease while the caller
+clones with ``git clone --reference <mirror>``: the remote sends only what the mirror lacks and
+the clone *borrows* the mirror's objects (``objects/info/alternates``) instead of copying them, so a
+workspace holds its checkout and little else. The caller keeps the lease for the life of the
+execution. While any lease is held the mirror is never evicted, and its objects are never
+deleted: the mirror's fetch runs with ``gc.auto=0`` (a fetch only adds objects; ``--prune``
+removes refs, not objects), and garbage collection happens only when nobody borrows the mirror
+(:meth:`MirrorCache.collect_garbage`).
 When the mirrors together exceed ``size_cap_bytes``, the least recently used are deleted (never
-the one in use, never one another process holds).
+the one in use, never one leased or being updated by another process).
 """
 
 from __future__ import annotations
@@ -61,6 +68,37 @@ def _locked(lock_path: Path, *, blocking: bool = True) -> Iterator[bool]:
         os.close(fd)
 
 
+class MirrorLease:
+    """A shared hold on one mirror: while it is open, the mirror is neither evicted nor
+    garbage-collected. Held by the process that runs the execution (an ``flock`` dies with its
+    process, so a crashed worker never pins a mirror forever); :meth:`release` is idempotent."""
+
+    def __init__(self, mirror: Path, fd: int) -> None:
+        self.mirror = mirror
+        self._fd: int | None = fd
+
+    @property
+    def held(self) -> bool:
+        return self._fd is not None
+
+    def release(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)  # closing the descriptor drops its flock
+
+
+def lease_mirror(mirror: Path) -> MirrorLease:
+    """A :class:`MirrorLease` on ``mirror`` (a ``<digest>.git`` directory), waiting while the
+    mirror is being evicted."""
+    fd = os.open(mirror.with_suffix(".lease"), os.O_RDWR | os.O_CREAT, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH)
+    except BaseException:
+        os.close(fd)
+        raise
+    return MirrorLease(mirror, fd)
+
+
 class MirrorCache:
     """Bare mirrors under ``root``, evicted least-recently-used beyond ``size_cap_bytes``."""
 
@@ -74,28 +112,53 @@ class MirrorCache:
     def _lock_path(self, mirror: Path) -> Path:
         return mirror.with_suffix(".lock")
 
+    def _lease_path(self, mirror: Path) -> Path:
+        return mirror.with_suffix(".lease")
+
     def _used_path(self, mirror: Path) -> Path:
         return mirror.with_suffix(".used")
 
     @contextlib.contextmanager
-    def checkout(self, repo: ValidatedRepo, env: Mapping[str, str]) -> Iterator[Path]:
-        """The up-to-date mirror of ``repo``, locked for as long as the caller holds it."""
+    def checkout(self, repo: ValidatedRepo,
+                 env: Mapping[str, str]) -> Iterator[tuple[Path, MirrorLease]]:
+        """The up-to-date mirror of ``repo`` and a lease on it that outlives the block: the
+        caller releases it when its clone is gone. Updates take turns (the update lock); the
+        caller's clone does not hold that lock (another execution's fetch only adds objects and
+        moves refs atomically). On an exception inside the block the lease is released here."""
         self.root.mkdir(parents=True, exist_ok=True, mode=0o700)
         mirror = self.mirror_path(repo)
-        with _locked(self._lock_path(mirror)):
-            self._update(repo, mirror, env)
-            self._used_path(mirror).touch()
-            yield mirror
+        lease = lease_mirror(mirror)
+        try:
+            with _locked(self._lock_path(mirror)):
+                self._update(repo, mirror, env)
+                self._used_path(mirror).touch()
+            yield mirror, lease
+        except BaseException:
+            lease.release()
+            raise
         self.evict(keep=mirror)
 
     def _update(self, repo: ValidatedRepo, mirror: Path, env: Mapping[str, str]) -> None:
         if not (mirror / "HEAD").is_file():
             shutil.rmtree(mirror, ignore_errors=True)
             run_git(self.root, ["init", "--quiet", "--bare", "--", str(mirror)])
+        # Workspaces borrow these objects, so a fetch must never delete any (no auto gc).
+        run_git(mirror, ["config", "gc.auto", "0"])
+        run_git(mirror, ["config", "maintenance.auto", "false"])
         log.info("updating mirror %s of %s", mirror.name, repo.cache_key)
         run_git(mirror, ["fetch", "--quiet", "--prune", "--no-tags", "--no-recurse-submodules",
                          "--upload-pack=git-upload-pack", "--end-of-options", repo.url,
                          *MIRROR_REFSPECS], env_extra=env)
+
+    def collect_garbage(self, mirror: Path) -> bool:
+        """``git gc`` on ``mirror`` when no workspace borrows it and nobody updates it; False
+        (nothing done) otherwise."""
+        with _locked(self._lock_path(mirror), blocking=False) as updating, \
+                _locked(self._lease_path(mirror), blocking=False) as unleased:
+            if not (updating and unleased):
+                return False
+            run_git(mirror, ["gc", "--quiet", "--prune=now"])
+            return True
 
     def mirrors(self) -> list[Path]:
         if not self.root.is_dir():
@@ -113,8 +176,9 @@ class MirrorCache:
                 break
             if mirror == keep:
                 continue
-            with _locked(self._lock_path(mirror), blocking=False) as acquired:
-                if not acquired:
+            with _locked(self._lock_path(mirror), blocking=False) as updating, \
+                    _locked(self._lease_path(mirror), blocking=False) as unleased:
+                if not (updating and unleased):
                     continue
                 shutil.rmtree(mirror, ignore_errors=True)
                 self._used_path(mirror).unlink(missing_ok=True)

@@ -2,8 +2,10 @@
 
 :func:`provision_workspace` validates the repository URL (:mod:`services.repos.urls`), resolves
 the base branch (the remote's HEAD unless given, with ``git ls-remote --symref``), clones through
-the local mirror cache (:mod:`services.repos.mirrors`) with
-``git clone --reference <mirror> --dissociate``, records the base commit, creates and checks out
+the local mirror cache (:mod:`services.repos.mirrors`) with ``git clone --reference <mirror>``
+(the clone borrows the mirror's objects through ``objects/info/alternates`` and holds a
+:class:`~services.repos.mirrors.MirrorLease` on it until :func:`cleanup` or :func:`keep`), records
+the base commit, creates and checks out
 ``studio/<execution-id>-<slug>``, and sets the repository's ``user.name``/``user.email`` to the
 configured identity (so commits made inside the sandbox carry it too, whatever the user's git
 config says). Every git process goes through the hardened ``run_git``; the token reaches git only
@@ -38,7 +40,7 @@ from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 from services.execution.tool_domains.git.runner import GitAuthor, empty_home, run_git
 from services.repos.credentials import TokenGitAuth
-from services.repos.mirrors import MirrorCache, tree_size
+from services.repos.mirrors import MirrorCache, MirrorLease, lease_mirror, tree_size
 from services.repos.urls import (
     RepositoryUrlRejected,
     ValidatedRepo,
@@ -51,9 +53,9 @@ log = logging.getLogger(__name__)
 
 __all__ = [
     "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
-    "adopt_workspace", "attempt_directory", "check_disk", "cleanup", "disk_room_check",
-    "github_repo_from_url", "provision_workspace", "reap_orphans", "remote_branch_sha", "slugify",
-    "validate_repo_url",
+    "adopt_workspace", "attempt_directory", "borrowed_mirror", "check_disk", "cleanup",
+    "disk_room_check", "github_repo_from_url", "keep", "provision_workspace", "reap_orphans",
+    "remote_branch_sha", "slugify", "validate_repo_url",
 ]
 
 DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
@@ -62,6 +64,8 @@ MAX_SLUG = 40
 ATTEMPT_SEPARATOR = "+attempt-"  # "+" never occurs in an execution id (see _EXECUTION_ID)
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 _SYMREF = re.compile(r"^ref: refs/heads/(\S+)\s+HEAD$", re.MULTILINE)
+# The mirror leases this process holds, by the workspace directory (Workspace.root) that borrows.
+_LEASES: dict[Path, MirrorLease] = {}
 
 
 class WorkspaceDiskExceeded(ExecutionError):
@@ -146,16 +150,53 @@ def remote_branch_sha(remote_url: str, branch: str, auth_env: Mapping[str, str])
 
 
 def _clone(repo: ValidatedRepo, dest: Path, base: str, env: Mapping[str, str],
-           cache: MirrorCache | None) -> None:
+           cache: MirrorCache | None) -> MirrorLease | None:
+    """Clone into ``dest``; the lease on the mirror it borrows from, if any."""
     common = ["clone", "--quiet", "--no-recurse-submodules", "--upload-pack=git-upload-pack",
               "--branch", base]
     if repo.local or cache is None:
         extra = ["--no-hardlinks"] if repo.local else []
         run_git(dest.parent, [*common, *extra, "--", repo.url, str(dest)], env_extra=env)
+        return None
+    with cache.checkout(repo, env) as (mirror, lease):
+        run_git(dest.parent, [*common, "--reference", str(mirror), "--", repo.url, str(dest)],
+                env_extra=env)
+    return lease
+
+
+def borrowed_mirror(path: Path) -> Path | None:
+    """The mirror (``<digest>.git``) whose objects the clone at ``path`` borrows, if any."""
+    alternates = path / ".git" / "objects" / "info" / "alternates"
+    try:
+        lines = alternates.read_text().split()
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    for line in lines:
+        objects = Path(line)
+        if objects.is_absolute() and objects.name == "objects":
+            return objects.parent
+    return None
+
+
+def _lease_borrowed(ws: Workspace) -> None:
+    """Hold a lease on the mirror ``ws`` borrows from (adopting an earlier attempt's clone);
+    ``substrate_error`` when that mirror is gone."""
+    mirror = borrowed_mirror(ws.path)
+    if mirror is None or ws.root in _LEASES:
         return
-    with cache.checkout(repo, env) as mirror:
-        run_git(dest.parent, [*common, "--reference", str(mirror), "--dissociate", "--",
-                              repo.url, str(dest)], env_extra=env)
+    lease = lease_mirror(mirror)
+    if not (mirror / "objects").is_dir():
+        lease.release()
+        raise ExecutionError("the mirror the workspace borrows its history from is gone",
+                             code=ErrorCode.SUBSTRATE_ERROR,
+                             details={"execution_id": ws.execution_id})
+    _LEASES[ws.root] = lease
+
+
+def _release(ws: Workspace) -> None:
+    lease = _LEASES.pop(ws.root, None)
+    if lease is not None:
+        lease.release()
 
 
 def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAuthor) -> str:
@@ -210,14 +251,20 @@ def provision_workspace(
     try:
         base = (_checked_branch(root, base_branch) if base_branch is not None
                 else remote_head_branch(root, repo.url, env))
-        cache = None if repo.local else (mirror_cache or default_mirror_cache(settings))
-        _clone(repo, root / "repo", base, env, cache)
+        cache = (None if repo.local or not settings.repo_mirrors
+                 else (mirror_cache or default_mirror_cache(settings)))
+        lease = _clone(repo, root / "repo", base, env, cache)
+        if lease is not None:
+            _LEASES[root] = lease
         commit = _start_branch(root / "repo", branch, base_commit, author)
         ws = Workspace(root / "repo", base, commit, branch, repo.url, execution_id,
                        disk_cap_bytes)
         check_disk(ws)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
+        lease = _LEASES.pop(root, None)
+        if lease is not None:
+            lease.release()
         raise
     log.info("provisioned workspace for %s: %s on %s (base %s@%s)", execution_id, repo.cache_key,
              branch, base, commit[:12])
@@ -251,8 +298,13 @@ def adopt_workspace(ws: Workspace, attempt: int) -> Workspace:
     loses its paths instead of sharing the worktree."""
     target = attempt_directory(ws.root.parent, ws.execution_id, attempt)
     ws.root.rename(target)
-    return Workspace(target / ws.path.name, ws.base_branch, ws.base_commit, ws.branch,
-                     ws.remote_url, ws.execution_id, ws.disk_cap_bytes)
+    lease = _LEASES.pop(ws.root, None)
+    adopted = Workspace(target / ws.path.name, ws.base_branch, ws.base_commit, ws.branch,
+                        ws.remote_url, ws.execution_id, ws.disk_cap_bytes)
+    if lease is not None:
+        _LEASES[adopted.root] = lease
+    _lease_borrowed(adopted)
+    return adopted
 
 
 def check_disk(ws: Workspace) -> int:
@@ -313,8 +365,21 @@ class DiskGuard:
 
 
 def cleanup(ws: Workspace) -> None:
-    """Delete the attempt's directory (the clone and anything next to it)."""
+    """Delete the attempt's directory (the clone and anything next to it) and release the lease
+    on the mirror it borrowed from."""
     shutil.rmtree(ws.root, ignore_errors=True)
+    _release(ws)
+
+
+def keep(ws: Workspace) -> None:
+    """Make a workspace that outlives its execution (``--keep-workspace``) independent of the
+    mirror: copy the borrowed objects in (``git repack -a -d``, as ``--dissociate`` would), drop
+    ``objects/info/alternates`` and release the lease."""
+    alternates = ws.path / ".git" / "objects" / "info" / "alternates"
+    if alternates.exists():
+        run_git(ws.path, ["repack", "-a", "-d", "--quiet"], timeout_s=600)
+        alternates.unlink()
+    _release(ws)
 
 
 def _execution_of(directory: Path) -> str:

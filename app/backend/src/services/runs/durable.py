@@ -56,6 +56,7 @@ from services.repos.workspaces import (
     adopt_workspace,
     cleanup,
     disk_room_check,
+    keep,
     provision_workspace,
     remote_branch_sha,
 )
@@ -163,10 +164,20 @@ class DurableRun:
             self._journal_end(failed)
             return self._end(failed, None, row.branch)
         finally:
-            if ws is not None and not self.keep_workspace:
-                cleanup(ws)
+            if ws is not None:
+                self._release_workspace(ws)
             if wiring is not None:
                 wiring.close()
+
+    def _release_workspace(self, ws: Workspace) -> None:
+        if not self.keep_workspace:
+            cleanup(ws)
+            return
+        try:
+            keep(ws)
+        except StudioError as error:  # the kept clone still borrows from the mirror
+            log.warning("execution %s: the kept workspace still borrows the mirror's objects: %s",
+                        self.id, self.redactor.text(error.message))
 
     def _attempt(self, row: NodeExecution, request: ExecutionRequest, wiring: GithubWiring,
                  ws: Workspace) -> ExecutionOutcome:

@@ -11,7 +11,8 @@ Rules (every right not granted is denied):
   process directories (the harness's ``environ``!), not even ``/proc/self``;
   ``/dev``: list, and read/write on the harmless character devices only;
 * the workspace root directory: read; each of its entries except ``.git``: everything
-  (recursively); ``.git``: read;
+  (recursively); ``.git``: read; the mirror object directories the clone borrows
+  (``objects/info/alternates``): read;
 * the caller's per-command scratch directories (``HOME``, ``TMPDIR``): everything.
 
 Landlock rules only *add* rights beneath a directory, with no exceptions, so keeping ``.git``
@@ -47,7 +48,7 @@ from services.execution.sandbox.landlock_abi import (
     cap_last_cap,
     confine_child,
 )
-from services.execution.sandbox.layout import readable_system_paths
+from services.execution.sandbox.layout import borrowed_object_dirs, readable_system_paths
 from services.execution.sandbox.limits import CommandLimits
 
 DEVICES = (
@@ -124,6 +125,7 @@ def build_rules(workspace: Path, env: Mapping[str, str]) -> list[Rule]:
         for entry in entries:
             rights = r["read_exec"] if entry.name == ".git" else r["write"]
             wanted.append((entry.path, rights))
+    wanted += [(str(objects), r["read"]) for objects in borrowed_object_dirs(workspace)]
     for name in ("HOME", "TMPDIR"):
         scratch = env.get(name)
         if scratch and os.path.isabs(scratch):

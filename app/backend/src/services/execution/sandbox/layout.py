@@ -132,8 +132,31 @@ def bwrap_system_args(tmp_bytes: int) -> list[str]:
     return args
 
 
+def borrowed_object_dirs(workspace: Path) -> list[Path]:
+    """The object directories the workspace's clone borrows (``.git/objects/info/alternates``,
+    written by the harness's clone from the mirror cache): absolute, existing directories named
+    ``objects``. A ``.git`` that is a symlink is not followed. Commands may read them (so ``git
+    log`` in a command sees the history) but never write them: see :func:`bwrap_workspace_args`
+    and the Landlock rules."""
+    git = workspace / ".git"
+    if os.path.islink(git) or not os.path.isdir(git):
+        return []
+    try:
+        lines = (git / "objects" / "info" / "alternates").read_text().split()
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    found: list[Path] = []
+    for line in lines:
+        path = Path(os.path.realpath(line))
+        if os.path.isabs(line) and path.name == "objects" and path.is_dir() \
+                and path not in found:
+            found.append(path)
+    return found
+
+
 def bwrap_workspace_args(workspace: Path) -> list[str]:
-    """The workspace read-write, its ``.git`` (a real directory or gitfile) read-only.
+    """The workspace read-write, its ``.git`` (a real directory or gitfile) read-only, and the
+    object directories its clone borrows from a mirror read-only.
 
     A ``.git`` that is a symlink is not bound: binding would follow it to wherever it points;
     left alone, it is a link to a place that does not exist inside the sandbox (or, pointing into
@@ -144,4 +167,6 @@ def bwrap_workspace_args(workspace: Path) -> list[str]:
     git = workspace / ".git"
     if os.path.lexists(git) and not os.path.islink(git):
         args += ["--ro-bind", str(git), str(git)]
+    for objects in borrowed_object_dirs(workspace):
+        args += ["--ro-bind", str(objects), str(objects)]
     return args
