@@ -71,6 +71,7 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
+from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
 from services.runs.results import (
@@ -129,7 +130,7 @@ class DurableRun:
         row = self.executions.get(self.id)
         assert row is not None  # the claim proved it exists
         request = ExecutionRequest.from_row(row)
-        refusal = cutover_refusal(row.settings_snapshot)
+        refusal = cutover_refusal(row.settings_snapshot, row.provider)
         if refusal is not None:
             failed = _failed_run(row, refusal)
             self._journal_end(failed)
@@ -163,7 +164,9 @@ class DurableRun:
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
         run = recorded_run(self.id, row.provider, row.model, events)
-        if run is None:
+        if run is None and runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
+            run = self._legacy(row, request, ws, ctx, events)
+        elif run is None:
             run = self._loop(row, request, ws, ctx, events)
         finalized = None
         if run.succeeded:
@@ -237,20 +240,32 @@ class DurableRun:
         )
 
     # -- the loop -----------------------------------------------------------------------------
-    def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
-              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+    def _wiring(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+                events: list[tuple[str, dict[str, Any]]]) -> LoopWiring:
         limits = row.settings_snapshot["limits"]
         latest = CheckpointRepository(self.db).latest(self.id)
         store = CheckpointingToolStore(
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None)
-        wiring = LoopWiring.build(
+        return LoopWiring.build(
             self.db, self.id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides}, store=store,
             journal=DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch),
             control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
             spent=_spent(events))
+
+    def _legacy(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+                ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+        """The provider's own agent CLI instead of the loop (cutover off); a retry starts the
+        CLI afresh on the restored checkpoint."""
+        return run_legacy(self.settings, LoopInputs(
+            self.id, row.provider, row.model, ws.path, row.prompt),
+            ctx, self._wiring(row, request, ws, events), self.sinks, self.redactor)
+
+    def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+        wiring = self._wiring(row, request, ws, events)
         return run_loop(self.settings, LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
             rebuild_messages(events) or None), ctx, wiring, self.sinks, self.redactor)
