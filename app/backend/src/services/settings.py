@@ -66,6 +66,8 @@ class StudioSettings(BaseSettings):
     # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
+    # The Claude Code CLI of the legacy runtime (default: the one bundled in claude-agent-sdk).
+    legacy_claude_cli: Path | None = None
     workspace_dir: Path | None = None
     log_level: str = "WARNING"  # STUDIO_LOG_LEVEL: INFO adds one line per tool call
     git_author_name: str = "Studio Agent"

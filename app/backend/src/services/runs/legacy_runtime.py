@@ -39,12 +39,13 @@ SDK_RUNTIME = "agent"
 LEGACY_RUNTIME = "legacy"
 
 
-def _claude(environ: Mapping[str, str]) -> CliAdapter:
-    return ClaudeCodeCli(bundled_cli_path(), environ)
+def _claude(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
+    return ClaudeCodeCli(settings.legacy_claude_cli or bundled_cli_path(), environ)
 
 
 #: The agent CLI of each provider that has one in the legacy runtime.
-LEGACY_CLIS: Mapping[str, Callable[[Mapping[str, str]], CliAdapter]] = {"claude": _claude}
+LEGACY_CLIS: Mapping[str, Callable[[StudioSettings, Mapping[str, str]], CliAdapter]] = {
+    "claude": _claude}
 
 
 @dataclass(frozen=True)
@@ -93,7 +94,7 @@ def run_legacy(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainCont
     refusal = legacy_refusal(inputs.provider)
     if refusal is not None:
         raise refusal
-    cli = LEGACY_CLIS[inputs.provider](environ if environ is not None
+    cli = LEGACY_CLIS[inputs.provider](settings, environ if environ is not None
                                        else process_environment())
     home = cli_home(settings, inputs.execution_id)
     shutil.rmtree(home, ignore_errors=True)  # a retry starts the CLI afresh

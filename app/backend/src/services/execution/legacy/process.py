@@ -4,8 +4,9 @@
 CLI needs it:
 
 - ``bwrap``: the same filesystem view as every command (system directories read-only, the
-  workspace writable, its ``.git`` read-only, everything else invisible), plus the private home
-  directory bound at the sandbox's ``HOME``, and ``--share-net``: the CLI must reach its model,
+  workspace writable, its ``.git`` read-only, everything else invisible), plus the CLI's own
+  directory read-only, the private home directory bound at the sandbox's ``HOME``, and
+  ``--share-net``: the CLI must reach its model,
   so the sandbox keeps the host's network namespace (see the runtime docs for what that exposes);
 - ``none`` (development only): no confinement beyond the scrubbed environment and the private
   home;
@@ -54,7 +55,9 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
     wrapped = list(prepared.argv)
     wrapped.insert(wrapped.index("--unshare-all") + 1, "--share-net")
     at = wrapped.index("--chdir")
-    wrapped[at:at] = ["--bind", str(home), SANDBOX_HOME]
+    # the CLI's own directory, read-only (an operator's CLI may live outside the system dirs)
+    tool_dir = os.path.dirname(os.path.realpath(argv[0]))
+    wrapped[at:at] = ["--ro-bind", tool_dir, tool_dir, "--bind", str(home), SANDBOX_HOME]
     return replace(prepared, argv=wrapped)
 
 

@@ -313,6 +313,8 @@ class LegacyRunner:
             error={"code": code.value, "message": message} if code is not None else None)
         data = run.summary()
         data.update(parsed_result=parsed, runtime=RUNTIME, **(extra or {}))
+        if self.process is not None:  # its process group is gone by now
+            data["cli_pid"] = self.process.proc.pid
         self._emit(AgentEventKind.FINISHED, data)
         return run
 

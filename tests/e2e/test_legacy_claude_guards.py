@@ -1,0 +1,159 @@
+"""The legacy runtime's guards for claude, through the durable path with the real Claude Code CLI.
+
+The kill switch engaged while the CLI waits for its model stops it (its process group is gone);
+max turns and the execution budget stop it with the SDK loop's outcomes; a CLI that crashes
+after printing garbage ends with ``legacy_cli_failed`` and its stderr tail as evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.cli.main import main
+from services.db.executions import ExecutionRepository
+from services.db.runtime_settings import SettingsRepository
+from services.settings import get_settings
+from tests.integration.repo_env import DONE, RepoWorld, last_json, repo_world
+from tests.support.model_script import Step, Usage, hang, text, tool_calls
+from tests.support.model_server import ScriptedModelServer
+
+API_KEY = "sk-legacy-guards-KEY-55aa"
+MODEL = "claude-sonnet-4-5"
+BASH = ("Bash", {"command": "true", "description": "nothing"})
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[RepoWorld]:
+    with repo_world(tmp_path) as world:
+        yield world
+
+
+def _studio(argv: list[str]) -> int:
+    try:
+        main(argv)
+    except SystemExit as exc:
+        return int(exc.code or 0)
+    raise AssertionError("main() always exits")
+
+
+def _run(world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+         capfd: pytest.CaptureFixture[str], steps: list[Step], settings: dict[str, str],
+         during: Any = None, **env: str) -> tuple[dict[str, Any], list[tuple[str, Any]]]:
+    wanted = world.env(tmp_path / "workspaces", STUDIO_SANDBOX="bwrap", **env)
+    for name in [n for n in os.environ if n not in wanted]:
+        monkeypatch.delenv(name)
+    for name, value in wanted.items():
+        monkeypatch.setenv(name, value)
+    with ScriptedModelServer(steps) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", API_KEY)
+        get_settings.cache_clear()
+        try:
+            for key, value in {"agent_runtime_cutover_enabled": "false", **settings}.items():
+                assert _studio(["settings", "set", key, value]) == 0
+            capfd.readouterr()
+            helper = threading.Thread(target=during, args=(server,), daemon=True) \
+                if during else None
+            if helper is not None:
+                helper.start()
+            _studio(["run", "Make the failing test pass.", "--repo", world.url,
+                     "--provider", "claude", "--model", MODEL, "--json"])
+        finally:
+            get_settings.cache_clear()
+    out, _ = capfd.readouterr()
+    summary = last_json(out)
+    db = world.database()
+    try:
+        events = [(e.kind, e.data) for e in
+                  ExecutionRepository(db).events(summary["execution_id"])]
+    finally:
+        db.dispose()
+    return summary, events
+
+
+def _finished(events: list[tuple[str, Any]]) -> dict[str, Any]:
+    found: dict[str, Any] = [data for kind, data in events if kind == "finished"][-1]
+    return found
+
+
+def _group_gone(pid: int) -> bool:
+    try:
+        os.killpg(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
+def test_kill_switch_mid_run_kills_the_cli_process_group(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    def engage_once_waiting(server: ScriptedModelServer) -> None:
+        deadline = time.monotonic() + 60
+        while len(server.requests_for("anthropic")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        db = world.database()
+        try:
+            SettingsRepository(db).set("killswitch_engaged", True)
+        finally:
+            db.dispose()
+
+    summary, events = _run(world, tmp_path, monkeypatch, capfd,
+                           [tool_calls([BASH]), hang(60, text(json.dumps(DONE)))], {},
+                           during=engage_once_waiting)
+    assert summary["outcome"] == "killswitch_engaged"
+    assert summary["execution_status"] == "failed" and summary["pr_url"] is None
+    finished = _finished(events)
+    assert finished["runtime"] == "legacy" and _group_gone(finished["cli_pid"])
+    assert world.api.posts == 0
+
+
+def test_max_turns_stops_the_cli_like_the_sdk_loop(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    steps: list[Step] = [tool_calls([BASH]) for _ in range(4)]
+    summary, events = _run(world, tmp_path, monkeypatch, capfd,
+                           [*steps, text(json.dumps(DONE))], {"max_iterations": "2"})
+    assert summary["outcome"] == "max_iterations_exceeded"
+    assert summary["error"]["code"] == "max_iterations_exceeded"
+    assert len([k for k, _ in events if k == "model_response"]) <= 3
+    assert world.api.posts == 0
+
+
+def test_budget_stops_the_cli_like_the_sdk_loop(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    costly = Usage(input_tokens=200_000, output_tokens=1_000)  # about $0.62 at sonnet prices
+    steps: list[Step] = [tool_calls([BASH], usage=costly) for _ in range(3)]
+    summary, events = _run(world, tmp_path, monkeypatch, capfd,
+                           [*steps, text(json.dumps(DONE))], {"max_budget_usd": "0.5"})
+    assert summary["outcome"] == "budget_exceeded"
+    assert summary["error"]["code"] == "budget_exceeded"
+    assert summary["usage"]["cost_usd"] > 0.5
+    assert world.api.posts == 0
+
+
+def test_a_crashing_cli_that_prints_garbage_ends_with_a_clear_code_and_its_stderr(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    broken = tmp_path / "broken-cli" / "claude"
+    broken.parent.mkdir()
+    broken.write_text("#!/bin/sh\necho 'this is not stream json'\n"
+                      "echo 'fatal: the CLI broke' >&2\nexit 3\n")
+    broken.chmod(0o755)
+    summary, events = _run(world, tmp_path, monkeypatch, capfd, [], {},
+                           STUDIO_LEGACY_CLAUDE_CLI=str(broken))
+    assert summary["outcome"] == "error" and summary["execution_status"] == "failed"
+    assert summary["error"]["code"] == "legacy_cli_failed"
+    assert "exit code 3" in summary["error"]["message"]
+    finished = _finished(events)
+    assert "fatal: the CLI broke" in finished["stderr_tail"]
+    assert finished["unreadable_lines"] == ["this is not stream json"]
+    assert world.api.posts == 0
