@@ -164,6 +164,13 @@ def test_cutover_off_runs_claude_code_confined_and_the_harness_finalizes(
     for secret in _secrets(world):
         assert secret not in cli_env and secret not in journal and secret not in home_text
 
+    # ``studio executions show``: the runtime, and why
+    capfd.readouterr()
+    assert _studio(["executions", "show", summary["execution_id"]]) == 0
+    shown = capfd.readouterr().out
+    assert "legacy" in shown
+    assert "agent_runtime_cutover_enabled=false (runtime_setting)" in " ".join(shown.split())
+
     # the hostile repository's hook, MCP server and instructions never ran
     assert list(markers.iterdir()) == []
     assert not (home / "hook").exists() and not (home / "mcp").exists()
