@@ -68,6 +68,9 @@ class StudioSettings(BaseSettings):
     mcp_config: Path | None = None
     # The Claude Code CLI of the legacy runtime (default: the one bundled in claude-agent-sdk).
     legacy_claude_cli: Path | None = None
+    # Where the npm-installed agent CLIs (codex, gemini) are; default: the project's
+    # agent-clis/node_modules/.bin (scripts/setup.sh installs them there).
+    legacy_cli_dir: Path | None = None
     workspace_dir: Path | None = None
     log_level: str = "WARNING"  # STUDIO_LOG_LEVEL: INFO adds one line per tool call
     git_author_name: str = "Studio Agent"

@@ -22,7 +22,7 @@ REQUEST = CliRequest(prompt="fix it", model="claude-sonnet-4-5", max_turns=7,
 
 
 def test_the_argv_turns_every_project_source_off_and_sets_the_limits() -> None:
-    argv = ClaudeCodeCli(Path("/opt/claude"), ENV).argv(REQUEST)
+    argv = ClaudeCodeCli(Path("/opt/claude"), ENV).argv(REQUEST, sandboxed=True)
     assert argv[:3] == ["/opt/claude", "-p", "fix it"]
     pairs = dict(zip(argv, argv[1:], strict=False))
     assert pairs["--setting-sources"] == "" and "--strict-mcp-config" in argv

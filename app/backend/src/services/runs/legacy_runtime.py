@@ -14,6 +14,7 @@ CLI's private home under the data directory (secrets redacted from it afterwards
 
 from __future__ import annotations
 
+import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -21,9 +22,10 @@ from pathlib import Path
 from typing import Any
 
 from services.db.redaction import Redactor
-from services.execution.errors import ErrorCode, ExecutionError
+from services.execution.errors import ConfigError, ErrorCode, ExecutionError
 from services.execution.legacy.claude_code import ClaudeCodeCli
 from services.execution.legacy.cli import CliAdapter
+from services.execution.legacy.codex_cli import CodexCli
 from services.execution.legacy.runner import LegacyDeps, LegacyRunner
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
@@ -35,6 +37,7 @@ from services.runs.loop import LoopInputs, LoopWiring, RedactingSink, redact_fil
 from services.settings import StudioSettings, process_environment
 
 SETTING = "agent_runtime_cutover_enabled"
+PROJECT_ROOT = Path(__file__).resolve().parents[5]  # app/backend/src/services/runs/...
 SDK_RUNTIME = "agent"
 LEGACY_RUNTIME = "legacy"
 
@@ -43,9 +46,30 @@ def _claude(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
     return ClaudeCodeCli(settings.legacy_claude_cli or bundled_cli_path(), environ)
 
 
+def npm_cli_dir(settings: StudioSettings) -> Path:
+    """Where the npm-installed agent CLIs are (``STUDIO_LEGACY_CLI_DIR``, else the project's
+    ``agent-clis/node_modules/.bin``)."""
+    if settings.legacy_cli_dir is not None:
+        return settings.legacy_cli_dir
+    return PROJECT_ROOT / "agent-clis" / "node_modules" / ".bin"
+
+
+def _npm_cli(settings: StudioSettings, name: str) -> Path:
+    path = npm_cli_dir(settings) / name
+    if not os.access(path, os.X_OK):
+        raise ConfigError(f"the {name} CLI of the legacy runtime is not installed at {path} "
+                          "(bash scripts/setup.sh installs it; STUDIO_LEGACY_CLI_DIR names "
+                          "another directory)")
+    return path
+
+
+def _codex(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
+    return CodexCli(_npm_cli(settings, "codex"), environ)
+
+
 #: The agent CLI of each provider that has one in the legacy runtime.
 LEGACY_CLIS: Mapping[str, Callable[[StudioSettings, Mapping[str, str]], CliAdapter]] = {
-    "claude": _claude}
+    "claude": _claude, "codex": _codex}
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,22 @@ LEGACY_CLIS: Mapping[str, LegacyCliInfo] = {
                            "permissions, env), --strict-mcp-config (no .mcp.json), "
                            "--disable-slash-commands",
     ),
+    "codex": LegacyCliInfo(
+        provider="codex", cli="Codex CLI (@openai/codex 0.169.0)",
+        invocation="codex exec --json --ephemeral --ignore-user-config --ignore-rules "
+                   "-c model_provider=studio (base_url from OPENAI_BASE_URL); under "
+                   "bubblewrap --dangerously-bypass-approvals-and-sandbox, else --sandbox "
+                   "workspace-write",
+        installed_by="scripts/setup.sh: npm ci in agent-clis/ (package-lock.json)",
+        project_config_off="the project is never trusted, so .codex/config.toml (MCP "
+                           "servers, hooks, shell environment, provider) is not loaded; "
+                           "--ignore-rules (no .rules); --ignore-user-config",
+        guards={**CLI_GUARDS,
+                "max_iterations": "the harness, counting the CLI's actions (each tool call "
+                                  "and message) in its stream: max_iterations_exceeded",
+                "max_budget_usd": "the harness when the CLI reports usage (once per turn, at "
+                                  "turn.completed): budget_exceeded"},
+    ),
 }
 
 

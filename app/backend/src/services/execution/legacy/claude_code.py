@@ -24,6 +24,7 @@ CA), the switches that stop its non-essential traffic, a private ``HOME`` and
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,6 +52,7 @@ RESULT_INSTRUCTIONS = (
 class ClaudeCodeCli:
     """Argv, environment and stream parser of the Claude Code CLI."""
 
+    home_dirs: tuple[str, ...] = (".claude",)
     name = "claude-code"
     provider = "claude"
 
@@ -58,7 +60,10 @@ class ClaudeCodeCli:
         self.executable = executable
         self.environ = dict(environ)
 
-    def argv(self, request: CliRequest) -> list[str]:
+    def readable(self) -> list[Path]:
+        return [Path(os.path.realpath(self.executable)).parent]
+
+    def argv(self, request: CliRequest, *, sandboxed: bool) -> list[str]:
         return [
             str(self.executable), "-p", request.prompt,
             "--output-format", "stream-json", "--verbose",

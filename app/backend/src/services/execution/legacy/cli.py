@@ -51,7 +51,15 @@ class SessionEnd:
     details: dict[str, Any] = field(default_factory=dict)
 
 
-Item = ModelTurn | ToolOutput | SessionEnd
+@dataclass(frozen=True)
+class UsageReport:
+    """Usage reported apart from a model turn (Codex: once per turn of the session)."""
+
+    usage: Usage
+    model: str = ""
+
+
+Item = ModelTurn | ToolOutput | SessionEnd | UsageReport
 
 
 @dataclass(frozen=True)
@@ -70,8 +78,16 @@ class CliAdapter(Protocol):
 
     name: str
     provider: str
+    home_dirs: tuple[str, ...]  # created in the private home before the CLI starts
 
-    def argv(self, request: CliRequest) -> list[str]: ...
+    def readable(self) -> list[Path]:
+        """Host directories the CLI's own files live in (bound read-only in the sandbox)."""
+        ...
+
+    def argv(self, request: CliRequest, *, sandboxed: bool) -> list[str]:
+        """The command; ``sandboxed`` when the harness's sandbox confines it (the CLI's own
+        sandbox, where it has one, may then be off)."""
+        ...
 
     def env(self, request: CliRequest) -> dict[str, str]:
         """The whole environment of the CLI: its provider key and base URL, nothing else secret."""
@@ -92,6 +108,9 @@ DOMAIN_OF: Mapping[str, tuple[str, str]] = {
     "Glob": ("workspace", "glob"),
     "Grep": ("workspace", "search"),
     "LS": ("workspace", "list_dir"),
+    # Codex
+    "command_execution": ("command", "run"),
+    "file_change": ("workspace", "apply_patch"),
 }
 
 

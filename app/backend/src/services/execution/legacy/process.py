@@ -38,7 +38,7 @@ EOF_MARK = None
 
 
 def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
-            workspace: Path, home: Path) -> PreparedCommand:
+            workspace: Path, home: Path, readable: list[Path] | None = None) -> PreparedCommand:
     """The CLI's command under ``sandbox`` (see the module docstring); ``env["HOME"]`` must be
     :func:`home_inside` of the same sandbox."""
     mode = sandbox.mode
@@ -54,10 +54,14 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
         raise ExecutionError(exc.message, code=ErrorCode.SANDBOX_UNAVAILABLE) from None
     wrapped = list(prepared.argv)
     wrapped.insert(wrapped.index("--unshare-all") + 1, "--share-net")
+    # the CLI's own files, read-only (an operator's CLI may live outside the system dirs),
+    # mounted before the root turns read-only (their mount points are created then)
+    dirs = readable if readable is not None else [Path(os.path.realpath(argv[0])).parent]
+    at = next(i for i, arg in enumerate(wrapped[:-1])
+              if arg == "--remount-ro" and wrapped[i + 1] == "/")
+    wrapped[at:at] = [arg for d in dirs for arg in ("--ro-bind", str(d), str(d))]
     at = wrapped.index("--chdir")
-    # the CLI's own directory, read-only (an operator's CLI may live outside the system dirs)
-    tool_dir = os.path.dirname(os.path.realpath(argv[0]))
-    wrapped[at:at] = ["--ro-bind", tool_dir, tool_dir, "--bind", str(home), SANDBOX_HOME]
+    wrapped[at:at] = ["--bind", str(home), SANDBOX_HOME]
     return replace(prepared, argv=wrapped)
 
 

@@ -33,10 +33,11 @@ from services.execution.legacy.cli import (
     ModelTurn,
     SessionEnd,
     ToolOutput,
+    UsageReport,
     domain_of,
 )
 from services.execution.legacy.process import CliProcess, confine, home_inside
-from services.execution.messages import AgentResult, AgentStatus
+from services.execution.messages import AgentResult, AgentStatus, Usage
 from services.execution.outcomes import OUTCOME_FOR_CODE, Outcome, RunResult, StopRun, UsageTotals
 from services.execution.ports import (
     AgentEvent,
@@ -127,14 +128,17 @@ class LegacyRunner:
 
     def _start(self, prompt: str) -> CliProcess:
         limits = self.deps.limits
-        self.home.mkdir(parents=True, exist_ok=True)
+        for name in ("", *self.cli.home_dirs):
+            (self.home / name).mkdir(parents=True, exist_ok=True)
         request = CliRequest(prompt=prompt, model=self.model,
                              max_turns=limits.max_iterations,
                              max_budget_usd=max(limits.max_budget_usd - self.usage.cost_usd, 0),
                              home=home_inside(self._sandbox(), self.home))
         workspace = self.deps.ctx.resolved_workspace_root()
-        prepared = confine(self._sandbox(), self.cli.argv(request), self.cli.env(request),
-                           workspace=workspace, home=self.home)
+        sandbox = self._sandbox()
+        prepared = confine(sandbox, self.cli.argv(request, sandboxed=sandbox.mode == "bwrap"),
+                           self.cli.env(request), workspace=workspace, home=self.home,
+                           readable=self.cli.readable())
         return CliProcess(prepared)
 
     def _sandbox(self) -> CommandSandbox:
@@ -178,6 +182,9 @@ class LegacyRunner:
                 self._turn(item)
             elif isinstance(item, ToolOutput):
                 self._tool_output(item)
+            elif isinstance(item, UsageReport):
+                self._account(item.usage, item.model)
+                self._guards()
             else:
                 self.state.end = item
 
@@ -194,7 +201,7 @@ class LegacyRunner:
             "tool_calls": [{"call_id": c.call_id, "tool_name": c.name, "arguments": c.arguments}
                            for c in turn.tool_calls]})
         if first and turn.usage is not None:
-            self._account(turn)
+            self._account(turn.usage, turn.model)
         for call in turn.tool_calls:
             domain, operation = domain_of(call.name)
             state.calls[call.call_id] = (call, self.deps.clock())
@@ -203,17 +210,15 @@ class LegacyRunner:
                 "operation": operation, "arguments": call.arguments}})
         self._guards()
 
-    def _account(self, turn: ModelTurn) -> None:
-        assert turn.usage is not None
-        model = turn.model or self.model
-        step = self.usage.add(model, turn.usage)
+    def _account(self, usage: Usage, model: str) -> None:
+        step = self.usage.add(model or self.model, usage)
         if self.deps.budget is not None and step.cost_usd > 0:
             self.deps.budget.charge(step.cost_usd)
         self._emit(AgentEventKind.USAGE, {
             "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
                       "cost_usd": step.cost_usd},
             "total": self.totals().model_dump(mode="json"),
-            "semantic": turn.usage.semantic.value})
+            "semantic": usage.semantic.value})
 
     def _tool_output(self, output: ToolOutput) -> None:
         call, started = self.state.calls.pop(output.call_id, (
@@ -270,13 +275,16 @@ class LegacyRunner:
     # -- the end ------------------------------------------------------------------------------
     def _conclude(self, exit_code: int | None) -> RunResult:
         end = self.state.end
-        evidence = {"exit_code": exit_code, "stderr_tail": self._stderr_tail(),
-                    "unreadable_lines": self.state.garbage[:5]}
+        stderr = self._stderr_tail()
+        evidence: dict[str, Any] = {"exit_code": exit_code, "stderr_tail": stderr,
+                                    "unreadable_lines": self.state.garbage[:5]}
         if end is None:
             reason = ("printed output that is not its stream format" if self.state.garbage
                       else "exited without ending its session")
+            last = [ln for ln in stderr.splitlines() if ln.strip()][-1:]
+            said = f": {last[0][:300]}" if last else ""
             return self._finish(Outcome.ERROR, code=ErrorCode.LEGACY_CLI_FAILED,
-                                message=f"the agent CLI {reason} (exit code {exit_code})",
+                                message=f"the agent CLI {reason} (exit code {exit_code}){said}",
                                 extra=evidence)
         extra = {"cli_subtype": end.subtype, "cli_turns": end.turns,
                  "cli_reported_cost_usd": end.reported_cost_usd}
