@@ -26,6 +26,7 @@ from services.execution.errors import ConfigError, ErrorCode, ExecutionError
 from services.execution.legacy.claude_code import ClaudeCodeCli
 from services.execution.legacy.cli import CliAdapter
 from services.execution.legacy.codex_cli import CodexCli
+from services.execution.legacy.gemini_cli import GeminiCli
 from services.execution.legacy.runner import LegacyDeps, LegacyRunner
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
@@ -67,9 +68,13 @@ def _codex(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
     return CodexCli(_npm_cli(settings, "codex"), environ)
 
 
+def _gemini(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
+    return GeminiCli(_npm_cli(settings, "gemini"), environ)
+
+
 #: The agent CLI of each provider that has one in the legacy runtime.
 LEGACY_CLIS: Mapping[str, Callable[[StudioSettings, Mapping[str, str]], CliAdapter]] = {
-    "claude": _claude, "codex": _codex}
+    "claude": _claude, "codex": _codex, "gemini": _gemini}
 
 
 @dataclass(frozen=True)

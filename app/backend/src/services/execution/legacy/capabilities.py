@@ -74,6 +74,21 @@ LEGACY_CLIS: Mapping[str, LegacyCliInfo] = {
                 "max_budget_usd": "the harness when the CLI reports usage (once per turn, at "
                                   "turn.completed): budget_exceeded"},
     ),
+    "gemini": LegacyCliInfo(
+        provider="gemini", cli="Gemini CLI (@google/gemini-cli 0.61.0)",
+        invocation="gemini -p PROMPT -o stream-json -m M --approval-mode yolo --skip-trust "
+                   "(GOOGLE_GEMINI_BASE_URL, GEMINI_API_KEY); bubblewrap only",
+        installed_by="scripts/setup.sh: npm ci in agent-clis/ (package-lock.json)",
+        project_config_off="the repository's .gemini/ (settings.json: mcpServers, "
+                           "tools.discoveryCommand/callCommand, hooks, extensions) hidden under "
+                           "an empty read-only directory; the CLI cannot ignore it itself",
+        guards={**CLI_GUARDS,
+                "max_iterations": "the CLI's model.maxSessionTurns (private settings) and the "
+                                  "harness counting its tool-call rounds: "
+                                  "max_iterations_exceeded",
+                "max_budget_usd": "the harness when the CLI reports usage (once, in its "
+                                  "result event): budget_exceeded"},
+    ),
 }
 
 

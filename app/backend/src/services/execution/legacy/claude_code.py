@@ -53,12 +53,16 @@ class ClaudeCodeCli:
     """Argv, environment and stream parser of the Claude Code CLI."""
 
     home_dirs: tuple[str, ...] = (".claude",)
+    hidden: tuple[str, ...] = ()
     name = "claude-code"
     provider = "claude"
 
     def __init__(self, executable: Path, environ: Mapping[str, str]) -> None:
         self.executable = executable
         self.environ = dict(environ)
+
+    def home_files(self, request: CliRequest) -> dict[str, str]:
+        return {}
 
     def readable(self) -> list[Path]:
         return [Path(os.path.realpath(self.executable)).parent]

@@ -79,6 +79,11 @@ class CliAdapter(Protocol):
     name: str
     provider: str
     home_dirs: tuple[str, ...]  # created in the private home before the CLI starts
+    hidden: tuple[str, ...]  # workspace entries masked with an empty directory (bubblewrap)
+
+    def home_files(self, request: CliRequest) -> dict[str, str]:
+        """Files written into the private home before the CLI starts (its own settings)."""
+        ...
 
     def readable(self) -> list[Path]:
         """Host directories the CLI's own files live in (bound read-only in the sandbox)."""

@@ -60,12 +60,16 @@ class CodexCli:
     """Argv, environment and stream parser of ``codex exec --json``."""
 
     home_dirs: tuple[str, ...] = (".codex",)
+    hidden: tuple[str, ...] = ()
     name = "codex"
     provider = "codex"
 
     def __init__(self, executable: Path, environ: Mapping[str, str]) -> None:
         self.executable = executable
         self.environ = dict(environ)
+
+    def home_files(self, request: CliRequest) -> dict[str, str]:
+        return {}
 
     def readable(self) -> list[Path]:
         # bin/codex.js and the platform package with the native binary, under node_modules

@@ -38,11 +38,17 @@ EOF_MARK = None
 
 
 def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
-            workspace: Path, home: Path, readable: list[Path] | None = None) -> PreparedCommand:
+            workspace: Path, home: Path, readable: list[Path] | None = None,
+            hidden: tuple[str, ...] = ()) -> PreparedCommand:
     """The CLI's command under ``sandbox`` (see the module docstring); ``env["HOME"]`` must be
     :func:`home_inside` of the same sandbox."""
     mode = sandbox.mode
     if mode == "none":
+        if hidden:
+            raise ExecutionError(
+                f"this agent CLI reads {', '.join(hidden)} from the repository and cannot be "
+                "told not to: it runs only under bubblewrap, which hides them",
+                code=ErrorCode.SANDBOX_UNAVAILABLE)
         return PreparedCommand(argv=argv, env=env, cwd=workspace)
     if mode != "bwrap":
         raise ExecutionError(
@@ -61,7 +67,12 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
               if arg == "--remount-ro" and wrapped[i + 1] == "/")
     wrapped[at:at] = [arg for d in dirs for arg in ("--ro-bind", str(d), str(d))]
     at = wrapped.index("--chdir")
-    wrapped[at:at] = ["--bind", str(home), SANDBOX_HOME]
+    masks: list[str] = []
+    for name in hidden:  # an empty read-only directory over the repository's own config
+        target = workspace / name
+        if os.path.lexists(target):
+            masks += ["--tmpfs", str(target), "--remount-ro", str(target)]
+    wrapped[at:at] = ["--bind", str(home), SANDBOX_HOME, *masks]
     return replace(prepared, argv=wrapped)
 
 

@@ -134,11 +134,14 @@ class LegacyRunner:
                              max_turns=limits.max_iterations,
                              max_budget_usd=max(limits.max_budget_usd - self.usage.cost_usd, 0),
                              home=home_inside(self._sandbox(), self.home))
+        for relative, content in self.cli.home_files(request).items():
+            (self.home / relative).parent.mkdir(parents=True, exist_ok=True)
+            (self.home / relative).write_text(content, encoding="utf-8")
         workspace = self.deps.ctx.resolved_workspace_root()
         sandbox = self._sandbox()
         prepared = confine(sandbox, self.cli.argv(request, sandboxed=sandbox.mode == "bwrap"),
                            self.cli.env(request), workspace=workspace, home=self.home,
-                           readable=self.cli.readable())
+                           readable=self.cli.readable(), hidden=self.cli.hidden)
         return CliProcess(prepared)
 
     def _sandbox(self) -> CommandSandbox:
