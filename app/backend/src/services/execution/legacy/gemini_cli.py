@@ -75,7 +75,9 @@ class GeminiCli:
             "security": {"auth": {"selectedType": "gemini-api-key"}},
             "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
-            "model": {"maxSessionTurns": request.max_turns},
+            # one more than the harness allows: the harness sees the extra turn and stops the
+            # CLI with max_iterations_exceeded; the CLI's own cap is the backstop
+            "model": {"maxSessionTurns": request.max_turns + 1},
         }
         return {".gemini/settings.json": json.dumps(settings)}
 
