@@ -191,3 +191,37 @@ def test_a_crashing_cli_that_prints_garbage_ends_with_a_clear_code_and_its_stder
     assert "fatal: the CLI broke" in finished["stderr_tail"]
     assert finished["unreadable_lines"] == ["this is not stream json"]
     assert world.api.posts == 0
+
+
+def test_cancel_mid_run_kills_the_claude_cli_process_group(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    def cancel_once_waiting(server: ScriptedModelServer) -> None:
+        deadline = time.monotonic() + 60
+        while len(server.requests_for("anthropic")) < 2 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        db = world.database()
+        try:
+            repo = ExecutionRepository(db)
+            for row in repo.list(status="running"):
+                repo.request_cancel(row.id)
+        finally:
+            db.dispose()
+
+    cli = CLIS["claude"]
+    summary, events = _run(cli, world, tmp_path, monkeypatch, capfd,
+                           [tool_calls([cli.noop]), hang(60, text(json.dumps(DONE)))], {},
+                           during=cancel_once_waiting)
+    assert summary["outcome"] == "cancelled" and summary["execution_status"] == "cancelled"
+    assert _group_gone(_finished(events)["cli_pid"])
+
+
+def test_a_cli_silent_past_the_stall_limit_is_stopped_as_stalled(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capfd: pytest.CaptureFixture[str]) -> None:
+    cli = CLIS["claude"]
+    summary, events = _run(cli, world, tmp_path, monkeypatch, capfd,
+                           [tool_calls([cli.noop]), hang(60, text(json.dumps(DONE)))],
+                           {"stall_s": "3"})
+    assert summary["outcome"] == "stalled" and summary["error"]["code"] == "stalled"
+    assert _group_gone(_finished(events)["cli_pid"])

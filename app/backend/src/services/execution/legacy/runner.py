@@ -201,7 +201,7 @@ class LegacyRunner:
             state.last_text = turn.text
         self._emit(AgentEventKind.MODEL_RESPONSE, {
             "text": turn.text, "response_id": turn.message_id, "runtime": RUNTIME,
-            "tool_calls": [{"call_id": c.call_id, "tool_name": c.name, "arguments": c.arguments}
+            "tool_calls": [{"call_id": c.call_id, "tool_name": c.name, "args": c.arguments}
                            for c in turn.tool_calls]})
         if first and turn.usage is not None:
             self._account(turn.usage, turn.model)
@@ -210,7 +210,7 @@ class LegacyRunner:
             state.calls[call.call_id] = (call, self.deps.clock())
             self._emit(AgentEventKind.TOOL_CALL, {"call": {
                 "call_id": call.call_id, "tool_name": call.name, "domain": domain,
-                "operation": operation, "arguments": call.arguments}})
+                "operation": operation, "args": call.arguments}})
         self._guards()
 
     def _account(self, usage: Usage, model: str) -> None:
@@ -231,7 +231,7 @@ class LegacyRunner:
         domain, operation = domain_of(call.name)
         self._emit(AgentEventKind.TOOL_RESULT, {
             "call": {"call_id": call.call_id, "tool_name": call.name, "domain": domain,
-                     "operation": operation, "arguments": call.arguments},
+                     "operation": operation, "args": call.arguments},
             "envelope": envelope, "provider": self.cli.provider, "runtime": RUNTIME})
 
     def _envelope(self, call: CliToolCall, output: ToolOutput, started: float) -> dict[str, Any]:
