@@ -25,6 +25,7 @@ import pytest
 
 from services.cli.main import main
 from services.db.executions import ExecutionRepository
+from services.db.redaction import REDACTED
 from services.execution.providers.claude_env import bundled_cli_path
 from services.runs.legacy_runtime import cli_home
 from services.settings import get_settings
@@ -158,6 +159,10 @@ def test_cutover_off_runs_claude_code_confined_and_the_harness_finalizes(
     # the CLI's environment (printed by its own Bash tool), its home, its output
     cli_env = results[3]["result"]["output"]
     assert "ANTHROPIC_BASE_URL=" in cli_env and "STUDIO_" not in cli_env
+    # the journal is redacted: a secret in the CLI's environment would show as the marker; only
+    # the provider's own key may
+    assert all(line.startswith("ANTHROPIC_API_KEY=") for line in cli_env.splitlines()
+               if REDACTED in line)
     journal = json.dumps([e.data for e in events])
     home = cli_home(world.settings(), summary["execution_id"])
     home_text = "".join(p.read_text(errors="replace") for p in home.rglob("*") if p.is_file())

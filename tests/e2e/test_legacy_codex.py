@@ -21,6 +21,7 @@ import pytest
 
 from services.cli.main import main
 from services.db.executions import ExecutionRepository
+from services.db.redaction import REDACTED
 from services.runs.legacy_runtime import cli_home, npm_cli_dir
 from services.settings import get_settings
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
@@ -124,6 +125,10 @@ def test_cutover_off_runs_codex_confined_and_the_harness_finalizes(
     assert "EXIT=0" in results[1]["result"]["output"]
     cli_env = results[2]["result"]["output"]
     assert "PATH=" in cli_env and "STUDIO_" not in cli_env and API_KEY not in cli_env
+    # the journal is redacted: a secret in the CLI's environment would show as the marker; only
+    # the provider's own key may
+    assert all(line.startswith("OPENAI_API_KEY=") for line in cli_env.splitlines()
+               if REDACTED in line)
     journal = json.dumps([e.data for e in events])
     home = cli_home(world.settings(), summary["execution_id"])
     home_text = "".join(p.read_text(errors="replace") for p in home.rglob("*") if p.is_file())

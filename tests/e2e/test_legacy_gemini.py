@@ -22,6 +22,7 @@ import pytest
 
 from services.cli.main import main
 from services.db.executions import ExecutionRepository
+from services.db.redaction import REDACTED
 from services.runs.legacy_runtime import cli_home, npm_cli_dir
 from services.settings import get_settings
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
@@ -129,6 +130,10 @@ def test_cutover_off_runs_gemini_confined_and_the_harness_finalizes(
     cli_env = results[2]["result"]["output"]
     assert "PATH=" in cli_env and "STUDIO_" not in cli_env
     assert "settings.json" not in cli_env.split(".gemini", 1)[-1]  # hidden from the CLI
+    # the journal is redacted: a secret in the CLI's environment would show as the marker; only
+    # the provider's own key may
+    assert all(line.startswith("GEMINI_API_KEY=") for line in cli_env.splitlines()
+               if REDACTED in line)
     journal = json.dumps([e.data for e in events])
     home = cli_home(world.settings(), summary["execution_id"])
     home_text = "".join(p.read_text(errors="replace") for p in home.rglob("*") if p.is_file())
