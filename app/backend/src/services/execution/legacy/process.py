@@ -34,6 +34,7 @@ from services.execution.ports import CommandSandbox, PreparedCommand
 
 SANDBOX_HOME = "/tmp/home"  # the HOME every bwrap command gets (services.execution.sandbox)
 STDERR_TAIL_BYTES = 4096
+MAX_LINE_BYTES = 8 * 1024 * 1024  # a longer line is cut (its pieces are not stream events)
 EOF_MARK = None
 
 
@@ -116,7 +117,7 @@ class CliProcess:
 
     def _read_out(self) -> None:
         assert self.proc.stdout is not None
-        for raw in self.proc.stdout:
+        while raw := self.proc.stdout.readline(MAX_LINE_BYTES):
             self.lines.put(raw.decode("utf-8", "replace").rstrip("\n"))
         self.lines.put(EOF_MARK)
 
