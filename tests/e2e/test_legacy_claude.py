@@ -39,7 +39,14 @@ API_KEY = "sk-legacy-PROVIDERKEY-7d3e1b90"
 MODEL = "claude-sonnet-4-5"
 
 
-def _steps() -> list[Step]:
+def _probe(url: str) -> str:
+    """A command that connects to ``url``'s TCP port (the git host: not the model's port)."""
+    port = url.rsplit(":", 1)[1].split("/")[0]
+    return (f"python3 -c \"import socket; socket.create_connection(('127.0.0.1', {port}), 5)\" "
+            "2>&1; echo CONNECT=$?")
+
+
+def _steps(git_host: str) -> list[Step]:
     return [
         tool_calls([("Read", {"file_path": "calc.py"})]),
         tool_calls([("Edit", {"file_path": "calc.py", "old_string": "a - b",
@@ -47,6 +54,7 @@ def _steps() -> list[Step]:
         tool_calls([("Bash", {"command": "python3 -m unittest -q 2>&1; echo EXIT=$?",
                               "description": "run the tests"})]),
         tool_calls([("Bash", {"command": "env; ls -a \"$HOME\"", "description": "env"})]),
+        tool_calls([("Bash", {"command": _probe(git_host), "description": "probe"})]),
         text(json.dumps(DONE)),
     ]
 
@@ -91,7 +99,7 @@ def _secrets(world: RepoWorld) -> list[str]:
 def _run(world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
          capfd: pytest.CaptureFixture[str], sandbox: str) -> tuple[int, dict[str, Any], str]:
     workspaces = tmp_path / "workspaces"
-    with ScriptedModelServer(_steps()) as server:
+    with ScriptedModelServer(_steps(world.host.base_url)) as server:
         _configure(monkeypatch, world, workspaces, server.url, sandbox)
         try:
             assert _studio(["settings", "set", "agent_runtime_cutover_enabled", "false"]) == 0
@@ -141,9 +149,15 @@ def test_cutover_off_runs_claude_code_confined_and_the_harness_finalizes(
     results = [e.data["envelope"] for e in events if e.kind == "tool_result"]
     assert [(r["tool_name"], r["domain"], r["ok"]) for r in results] == [
         ("Read", "workspace", True), ("Edit", "workspace", True), ("Bash", "command", True),
-        ("Bash", "command", True)]
+        ("Bash", "command", True), ("Bash", "command", True)]
     assert "EXIT=0" in results[2]["result"]["output"]
-    assert [c.envelope["tool_name"] for c in calls] == ["Read", "Edit", "Bash", "Bash"]
+    assert [c.envelope["tool_name"] for c in calls] == ["Read", "Edit", "Bash", "Bash", "Bash"]
+    # under bubblewrap the CLI shares the host network but connects only to its model's port
+    probe = results[4]["result"]["output"]
+    if sandbox == "bwrap":
+        assert "CONNECT=1" in probe and "Permission denied" in probe, probe
+    else:
+        assert "CONNECT=0" in probe, probe
     assert any(e.kind == "usage" for e in events)
 
     # the CLI's environment (printed by its own Bash tool), its home, its output

@@ -37,6 +37,7 @@ from services.execution.legacy.cli import (
     SessionEnd,
     ToolOutput,
 )
+from services.execution.legacy.netlimit import endpoint_ports
 from services.execution.messages import Usage, UsageSemantic
 from services.execution.providers.claude_env import DEFAULT_PATH, claude_env_from
 
@@ -63,6 +64,9 @@ class ClaudeCodeCli:
 
     def home_files(self, request: CliRequest) -> dict[str, str]:
         return {}
+
+    def model_ports(self) -> list[int]:
+        return endpoint_ports(self.environ, "ANTHROPIC_BASE_URL")
 
     def readable(self) -> list[Path]:
         return [Path(os.path.realpath(self.executable)).parent]

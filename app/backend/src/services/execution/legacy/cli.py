@@ -85,6 +85,11 @@ class CliAdapter(Protocol):
         """Files written into the private home before the CLI starts (its own settings)."""
         ...
 
+    def model_ports(self) -> list[int]:
+        """The TCP ports the CLI must reach (its model endpoint, a proxy): all it may connect
+        to under bubblewrap (:mod:`.netlimit`)."""
+        ...
+
     def readable(self) -> list[Path]:
         """Host directories the CLI's own files live in (bound read-only in the sandbox)."""
         ...

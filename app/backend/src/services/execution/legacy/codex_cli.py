@@ -40,6 +40,7 @@ from services.execution.legacy.cli import (
     ToolOutput,
     UsageReport,
 )
+from services.execution.legacy.netlimit import endpoint_ports
 from services.execution.messages import Usage, UsageSemantic
 
 ALLOWED_ENV = frozenset({"OPENAI_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
@@ -70,6 +71,9 @@ class CodexCli:
 
     def home_files(self, request: CliRequest) -> dict[str, str]:
         return {}
+
+    def model_ports(self) -> list[int]:
+        return endpoint_ports(self.environ, "OPENAI_BASE_URL")
 
     def readable(self) -> list[Path]:
         # bin/codex.js and the platform package with the native binary, under node_modules

@@ -34,6 +34,7 @@ from services.execution.legacy.cli import (
     ToolOutput,
     UsageReport,
 )
+from services.execution.legacy.netlimit import endpoint_ports
 from services.execution.messages import Usage, UsageSemantic
 
 ALLOWED_ENV = frozenset({"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY",
@@ -62,6 +63,9 @@ class GeminiCli:
         self._text = ""
         self._turn = 0
         self._after_result = True
+
+    def model_ports(self) -> list[int]:
+        return endpoint_ports(self.environ, "GOOGLE_GEMINI_BASE_URL")
 
     def readable(self) -> list[Path]:
         real = Path(os.path.realpath(self.executable))

@@ -36,6 +36,7 @@ from services.execution.legacy.cli import (
     UsageReport,
     domain_of,
 )
+from services.execution.legacy.netlimit import limited
 from services.execution.legacy.process import CliProcess, confine, home_inside
 from services.execution.messages import AgentResult, AgentStatus, Usage
 from services.execution.outcomes import OUTCOME_FOR_CODE, Outcome, RunResult, StopRun, UsageTotals
@@ -139,9 +140,13 @@ class LegacyRunner:
             (self.home / relative).write_text(content, encoding="utf-8")
         workspace = self.deps.ctx.resolved_workspace_root()
         sandbox = self._sandbox()
-        prepared = confine(sandbox, self.cli.argv(request, sandboxed=sandbox.mode == "bwrap"),
-                           self.cli.env(request), workspace=workspace, home=self.home,
-                           readable=self.cli.readable(), hidden=self.cli.hidden)
+        bwrap = sandbox.mode == "bwrap"
+        argv = self.cli.argv(request, sandboxed=bwrap)
+        if bwrap:  # the host network is shared: TCP connect limited to the model's ports
+            argv = limited(argv, self.cli.model_ports())
+        prepared = confine(sandbox, argv, self.cli.env(request), workspace=workspace,
+                           home=self.home, readable=self.cli.readable(),
+                           hidden=self.cli.hidden)
         return CliProcess(prepared)
 
     def _sandbox(self) -> CommandSandbox:
