@@ -89,3 +89,4 @@ def test_landlock_is_refused_and_none_runs_unconfined(tmp_path: Path) -> None:
     plain = confine(NoSandbox(), ["/usr/bin/true"], {"A": "1"}, workspace=tmp_path,
                     home=tmp_path)
     assert plain.argv == ["/usr/bin/true"] and plain.env == {"A": "1"}
+    assert plain.preexec is not None  # the CLI dies with the harness

@@ -9,7 +9,7 @@ CLI needs it:
   ``--share-net``: the CLI must reach its model,
   so the sandbox keeps the host's network namespace (see the runtime docs for what that exposes);
 - ``none`` (development only): no confinement beyond the scrubbed environment and the private
-  home;
+  home (and a parent-death signal, so the CLI does not outlive a crashed harness);
 - ``landlock``: refused (``sandbox_unavailable``): its network rules forbid every TCP connect,
   so the CLI could not reach its model.
 
@@ -21,6 +21,7 @@ whole group.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import queue
 import signal
@@ -36,6 +37,7 @@ SANDBOX_HOME = "/tmp/home"  # the HOME every bwrap command gets (services.execut
 STDERR_TAIL_BYTES = 4096
 MAX_LINE_BYTES = 8 * 1024 * 1024  # a longer line is cut (its pieces are not stream events)
 EOF_MARK = None
+PR_SET_PDEATHSIG = 1
 
 
 def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
@@ -50,7 +52,7 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
                 f"this agent CLI reads {', '.join(hidden)} from the repository and cannot be "
                 "told not to: it runs only under bubblewrap, which hides them",
                 code=ErrorCode.SANDBOX_UNAVAILABLE)
-        return PreparedCommand(argv=argv, env=env, cwd=workspace)
+        return PreparedCommand(argv=argv, env=env, cwd=workspace, preexec=_die_with_parent)
     if mode != "bwrap":
         raise ExecutionError(
             f"the legacy runtime cannot run under the {mode!r} sandbox: the CLI must reach its "
@@ -75,6 +77,13 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
             masks += ["--tmpfs", str(target), "--remount-ro", str(target)]
     wrapped[at:at] = ["--bind", str(home), SANDBOX_HOME, *masks]
     return replace(prepared, argv=wrapped)
+
+
+def _die_with_parent() -> None:
+    """In the child before ``exec``: SIGKILL when the harness dies (bubblewrap does this with
+    ``--die-with-parent``; unconfined, the CLI must not outlive a crashed worker)."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
 
 
 def home_inside(sandbox: CommandSandbox, home: Path) -> Path:
