@@ -22,7 +22,8 @@ CLI_GUARDS: Mapping[str, str] = {
     "repository_budget": "the harness after each model turn (BudgetPort.check; each turn "
                          "charged)",
     "loop_detection": "none: the CLI feeds its tool results back itself",
-    "kill_switch": "the harness, polled while the CLI runs: its process group killed",
+    "kill_switch": "the harness, after each model turn and every second while the CLI runs: "
+                   "its process group killed",
     "wall_clock": "the harness: the wall clock, and no output for stall_s, kill the process "
                   "group: stalled",
     "provider_retries": "the CLI's own retries",

@@ -9,8 +9,9 @@ Per line of the CLI's output (:meth:`CliAdapter.parse`):
   workspace after a call that may have changed it) and a ``tool_result`` event;
 - the session's end -> the final answer parsed into :class:`AgentResult`.
 
-Between lines, every ``poll_s``: the run control (kill switch, cancellation), the wall clock and
-the stall limit (no output for ``stall_s``); after each turn, max turns and both budgets. A stop
+Between lines, every ``poll_s``: the wall clock and the stall limit (no output for ``stall_s``);
+every ``control_every_s``, the run control (kill switch, cancellation); after each model turn,
+the run control, max turns and both budgets. A stop
 kills the CLI's process group. A CLI that exits without its session's end, or prints lines that
 are not its stream format, ends with ``legacy_cli_failed`` and its stderr tail as evidence.
 """
@@ -78,7 +79,8 @@ class LegacyDeps:
     spent: UsageTotals | None = None
     prices: PriceTable = field(default_factory=PriceTable)
     clock: Callable[[], float] = time.monotonic
-    poll_s: float = 0.25
+    poll_s: float = 0.25  # how often the stream is checked for silence and the clocks
+    control_every_s: float = 1.0  # how often the run control (a database read) is asked
 
 
 @dataclass
@@ -159,7 +161,7 @@ class LegacyRunner:
     # -- the stream ---------------------------------------------------------------------------
     def _pump(self, process: CliProcess) -> None:
         started = self.deps.clock()
-        last_output = started
+        last_output = last_control = started
         while True:
             try:
                 line = process.next_line(self.deps.poll_s)
@@ -172,7 +174,9 @@ class LegacyRunner:
             if line.strip():
                 self._line(line)
             now = self.deps.clock()
-            self._check_control()
+            if now - last_control >= self.deps.control_every_s:
+                last_control = now
+                self._check_control()
             if now - started >= self.deps.limits.wall_clock_s:
                 raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
             if now - last_output >= self.deps.limits.stall_s:
