@@ -29,6 +29,22 @@ if [ "$with_browser" = 1 ] && { [ ! -x /usr/bin/chromium ] || [ ! -x /usr/bin/ch
   fi
 fi
 
+# The agent CLIs of the legacy runtime (codex, gemini), pinned by agent-clis/package-lock.json,
+# installed into agent-clis/node_modules (Node and npm from Debian when missing).
+if ! command -v npm >/dev/null 2>&1; then
+  if command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = "0" ]; then
+    echo "setup: installing nodejs and npm" >&2
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm) >&2 \
+      || echo "setup: could not install nodejs/npm; the legacy runtime lacks codex and gemini" >&2
+  fi
+fi
+if command -v npm >/dev/null 2>&1 && \
+   { [ ! -f agent-clis/node_modules/.package-lock.json ] || \
+     [ agent-clis/package-lock.json -nt agent-clis/node_modules/.package-lock.json ]; }; then
+  (cd agent-clis && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2) \
+    || echo "setup: npm ci failed in agent-clis/; the legacy runtime lacks codex and gemini" >&2
+fi
+
 PY="${PYTHON:-python3}"
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

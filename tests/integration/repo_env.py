@@ -79,11 +79,12 @@ class RepoWorld:
 
 
 @contextmanager
-def repo_world(root: Path) -> Iterator[RepoWorld]:
-    """The host and the API running, ``acme/widgets`` seeded with a failing test."""
+def repo_world(root: Path, extra_files: dict[str, str] | None = None) -> Iterator[RepoWorld]:
+    """The host and the API running, ``acme/widgets`` seeded with a failing test (and
+    ``extra_files``)."""
     git_root = root / "git"
     (root / "home").mkdir(parents=True)
-    seed_bare_repo(git_root, REPO, dict(FAILING_PROJECT))
+    seed_bare_repo(git_root, REPO, {**FAILING_PROJECT, **(extra_files or {})})
     with git_http_server(git_root, TOKEN) as host, github_api(git_root, TOKEN) as api:
         yield RepoWorld(root, host, api, f"sqlite:///{root / 'studio.db'}")
 

@@ -54,6 +54,8 @@ def render(record: RequestRecord, reply: Text | ToolCalls, new_id: NewId) -> Htt
         return _anthropic(record, reply, call_ids, new_id)
     if record.api == "chat":
         return _json_reply(_chat(record, reply, call_ids, new_id))
+    if record.stream:
+        return _responses_stream(_responses(record, reply, call_ids, new_id))
     return _json_reply(_responses(record, reply, call_ids, new_id))
 
 
@@ -91,6 +93,32 @@ def _responses(
         "parallel_tool_calls": True, "tool_choice": "auto", "tools": [],
         "error": None, "incomplete_details": None, "usage": _responses_usage(reply.usage),
     }
+
+
+def _responses_stream(response: dict[str, Any]) -> HttpReply:
+    """The Responses API over SSE (``stream: true``, what the Codex CLI asks for): created, each
+    output item added and done (text deltas for messages), completed with the whole response."""
+    events: list[tuple[str | None, Any]] = []
+    seq = iter(range(10_000))
+    start = {**response, "status": "in_progress", "output": [], "usage": None}
+    events.append(("response.created", {"type": "response.created", "response": start,
+                                         "sequence_number": next(seq)}))
+    for index, item in enumerate(response["output"]):
+        events.append(("response.output_item.added", {
+            "type": "response.output_item.added", "output_index": index,
+            "item": {**item, "status": "in_progress"}, "sequence_number": next(seq)}))
+        if item["type"] == "message":
+            events.append(("response.output_text.delta", {
+                "type": "response.output_text.delta", "item_id": item["id"],
+                "output_index": index, "content_index": 0,
+                "delta": item["content"][0]["text"], "logprobs": [],
+                "sequence_number": next(seq)}))
+        events.append(("response.output_item.done", {
+            "type": "response.output_item.done", "output_index": index, "item": item,
+            "sequence_number": next(seq)}))
+    events.append(("response.completed", {"type": "response.completed", "response": response,
+                                          "sequence_number": next(seq)}))
+    return _sse(events)
 
 
 def _responses_usage(usage: Usage) -> dict[str, Any]:

@@ -3,7 +3,8 @@
 The real SDKs (``openai``, ``google-genai``, the Claude Code CLI of ``claude-agent-sdk``) talk to
 it over real HTTP, in their vendors' wire formats:
 
-- OpenAI ``POST /v1/responses`` and ``POST /v1/chat/completions``;
+- OpenAI ``POST /v1/responses`` (SSE when the body says ``stream: true``, as the Codex CLI asks)
+  and ``POST /v1/chat/completions``;
 - Gemini ``POST /v1/models/{model}:generateContent`` and ``:streamGenerateContent?alt=sse``
   (``/v1beta/`` too);
 - Anthropic ``POST /v1/messages`` (any query string, e.g. Claude Code's ``?beta=true``), SSE when
@@ -273,7 +274,7 @@ class _Handler(BaseHTTPRequestHandler):
             model_server.unmatched.append(record)
             self._send(HttpReply(404, json.dumps({"error": {"message": "not found"}}).encode()))
             return
-        if api in ("responses", "chat") and record.stream:
+        if api == "chat" and record.stream:
             log.warning("scripted model server: streaming is not scripted for %s", url.path)
             self._send(HttpReply(400, b'{"error": {"message": "stream not supported here"}}'))
             return

@@ -215,5 +215,6 @@ def test_cutover_off_answers_unsupported_capability_and_records_why(
     assert row is not None and row.status == "failed"
     assert row.settings_snapshot["agent_runtime_cutover_enabled"] == {
         "value": False, "source": "runtime_setting"}
+    assert row.runtime == "legacy"  # replay has no agent CLI: refused, not run
     assert _events(db, summary["execution_id"]) == []  # the loop never started
     db.dispose()

@@ -94,3 +94,15 @@ def test_the_parser_sees_what_it_checks() -> None:
     env = [args for keyword, args in bad if keyword == "ENV"]
     assert env_names(env[0]) == ["A", "OPENAI_API_KEY"]
     assert [args for keyword, args in bad if keyword == "USER"] == ["root"]
+
+
+def test_the_agent_clis_are_installed_from_the_lockfile(steps: list[tuple[str, str]]) -> None:
+    """The legacy runtime's codex and gemini CLIs: npm ci from agent-clis/package-lock.json,
+    found through STUDIO_LEGACY_CLI_DIR."""
+    copies = [args for keyword, args in steps if keyword == "COPY"]
+    assert "agent-clis/package.json agent-clis/package-lock.json ./agent-clis/" in copies
+    runs = " ".join(args for keyword, args in steps if keyword == "RUN")
+    assert "npm ci" in runs and "nodejs" in runs
+    envs = " ".join(args for keyword, args in steps if keyword == "ENV")
+    assert "STUDIO_LEGACY_CLI_DIR=/opt/studio/agent-clis/node_modules/.bin" in envs
+    assert (ROOT / "agent-clis" / "package-lock.json").is_file()

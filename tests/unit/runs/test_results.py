@@ -12,13 +12,15 @@ from services.runs.results import cutover_refusal, end_fields, failed_run
 
 
 def _snapshot(enabled: bool) -> dict[str, Any]:
-    return {"agent_runtime_cutover_enabled": {"value": enabled}}
+    return {"agent_runtime_cutover_enabled": {"value": enabled, "source": "runtime_setting"}}
 
 
-def test_cutover_off_is_refused_as_unsupported() -> None:
-    assert cutover_refusal(_snapshot(True)) is None
-    refusal = cutover_refusal(_snapshot(False))
+def test_cutover_off_is_refused_only_for_a_provider_without_a_legacy_cli() -> None:
+    assert cutover_refusal(_snapshot(True), "replay") is None
+    assert cutover_refusal(_snapshot(False), "claude") is None  # the legacy runtime runs it
+    refusal = cutover_refusal(_snapshot(False), "replay")
     assert refusal is not None and refusal.code is ErrorCode.UNSUPPORTED_CAPABILITY
+    assert "no agent CLI" in refusal.message
 
 
 def test_a_failed_run_ends_failed_with_its_code_and_no_secret() -> None:

@@ -66,6 +66,11 @@ class StudioSettings(BaseSettings):
     # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
+    # The Claude Code CLI of the legacy runtime (default: the one bundled in claude-agent-sdk).
+    legacy_claude_cli: Path | None = None
+    # Where the npm-installed agent CLIs (codex, gemini) are; default: the project's
+    # agent-clis/node_modules/.bin (scripts/setup.sh installs them there).
+    legacy_cli_dir: Path | None = None
     workspace_dir: Path | None = None
     # Clone through the mirror cache under <data_dir>/mirrors (workspaces borrow its objects);
     # false: clone straight from the remote (an executor pod, whose data dir dies with it).

@@ -56,6 +56,8 @@ def test_studio_providers_json_is_the_matrix() -> None:
     data = json.loads(lines[0])
     sandbox = data.pop("sandbox")  # the command sandbox (issue 19): mode and any warning
     assert set(sandbox) == {"configured", "mode", "warning"}
+    legacy = data.pop("legacy_runtime")  # the legacy runtime (issue 15), one row per provider
+    assert [row["provider"] for row in legacy] == list(CAPABILITIES)
     assert data == {"providers": matrix(), "guards": list(GUARDS)}
     assert [p["provider"] for p in data["providers"]] == list(CAPABILITIES)
 
@@ -68,3 +70,13 @@ def test_studio_providers_prints_a_table() -> None:
     for flag in FLAGS:
         assert flag in result.output
     assert "guard: error-loop detection" in result.output
+    assert "Legacy runtime" in result.output and "Claude Code" in result.output
+
+
+def test_the_legacy_matrix_names_exactly_the_clis_the_runtime_can_run() -> None:
+    from services.execution.legacy.capabilities import LEGACY_CLIS as DESCRIBED
+    from services.runs.legacy_runtime import LEGACY_CLIS as RUNNABLE
+
+    assert set(DESCRIBED) == set(RUNNABLE)
+    for info in DESCRIBED.values():
+        assert set(info.guards) == set(GUARDS)

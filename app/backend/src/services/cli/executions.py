@@ -56,6 +56,15 @@ def list_executions(
     _console().print(table)
 
 
+def _runtime_reason(execution: dict[str, Any]) -> str:
+    """Why the execution ran on its runtime: the setting, its value and its level."""
+    chosen = (execution.get("settings_snapshot") or {}).get("runtime")
+    if not isinstance(chosen, dict):
+        return ""
+    value = "true" if chosen.get("value") else "false"
+    return f"{chosen.get('setting')}={value} ({chosen.get('source')})"
+
+
 def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
@@ -65,6 +74,7 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
                 "base_commit", "head_sha", "pr_url", "iterations", "cost_usd", "error_code",
                 "error_message", "created_at", "started_at", "finished_at"):
         summary.add_row(key, "" if execution[key] is None else str(execution[key]))
+    summary.add_row("runtime_reason", _runtime_reason(execution))
     for key in ("settings_snapshot", "limits", "usage"):
         summary.add_row(key, _compact(execution[key]))
     console.print(summary)

@@ -65,6 +65,8 @@ class ErrorCode(StrEnum):
     WORKSPACE_LOST = "workspace_lost"
     INTERNAL_ERROR = "internal_error"
     MCP_TOOL_ERROR = "mcp_tool_error"
+    LEGACY_CLI_FAILED = "legacy_cli_failed"
+    LEGACY_TOOL_ERROR = "legacy_tool_error"
     NOT_FOUND = "not_found"
     UNAUTHORIZED = "unauthorized"
     FORBIDDEN = "forbidden"

@@ -72,6 +72,7 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
+from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
 from services.runs.results import (
@@ -141,7 +142,7 @@ class DurableRun:
         if row.base_commit is not None:
             record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
-        refusal = cutover_refusal(row.settings_snapshot)
+        refusal = cutover_refusal(row.settings_snapshot, row.provider)
         if refusal is not None:
             failed = _failed_run(row, refusal)
             self._journal_end(failed)
@@ -187,7 +188,9 @@ class DurableRun:
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
         run = recorded_run(self.id, row.provider, row.model, events)
-        if run is None:
+        if run is None and runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
+            run = self._legacy(row, request, ws, ctx, events)
+        elif run is None:
             run = self._loop(row, request, ws, ctx, events)
         finalized = None
         if run.succeeded:
@@ -263,21 +266,36 @@ class DurableRun:
         )
 
     # -- the loop -----------------------------------------------------------------------------
-    def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
-              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+    def _wiring(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+                events: list[tuple[str, dict[str, Any]]], *, buffered: bool) -> LoopWiring:
+        """``buffered``: the loop's journal commits at the points resume needs (the loop flushes
+        it when it ends); the legacy runtime writes each event as it comes."""
         limits = row.settings_snapshot["limits"]
         latest = CheckpointRepository(self.db).latest(self.id)
         journal = DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch,
-                              buffered=True)
+                              buffered=buffered)
         store = CheckpointingToolStore(
             self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
-            last_sha256=latest.sha256 if latest is not None else None, journal=journal)
-        wiring = LoopWiring.build(
+            last_sha256=latest.sha256 if latest is not None else None,
+            journal=journal if buffered else None)
+        return LoopWiring.build(
             self.db, self.id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides}, store=store, journal=journal,
             control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
             spent=_spent(events))
+
+    def _legacy(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+                ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+        """The provider's own agent CLI instead of the loop (cutover off); a retry starts the
+        CLI afresh on the restored checkpoint."""
+        return run_legacy(self.settings, LoopInputs(
+            self.id, row.provider, row.model, ws.path, row.prompt),
+            ctx, self._wiring(row, request, ws, events, buffered=False), self.sinks, self.redactor)
+
+    def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+        wiring = self._wiring(row, request, ws, events, buffered=True)
         return run_loop(self.settings, LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
             rebuild_messages(events) or None, trace_links=_earlier_attempts(events)),

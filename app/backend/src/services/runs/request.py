@@ -35,6 +35,7 @@ from services.repos.access import check_new_execution, repository_access
 from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
 from services.repos.urls import ValidatedRepo, github_repo_from_url
 from services.repos.workspaces import slugify
+from services.runs.legacy_runtime import runtime_choice
 from services.settings import StudioSettings
 
 
@@ -105,6 +106,8 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
                             allow_local=request.allow_local)
     snapshot = SettingsRepository(db).snapshot({**request.node_config,
                                                 **request.limit_overrides})
+    choice = runtime_choice(snapshot)
+    snapshot["runtime"] = choice.as_dict()
     return ExecutionRepository(db, redactor).create(
         provider=request.provider,
         model=request.model or DEFAULT_MODELS.get(request.provider, ""),
@@ -113,7 +116,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
         workspace=str(request.workspace) if request.workspace is not None else None,
         limits=snapshot["limits"], settings_snapshot=snapshot,
         flowchart_run_id=flowchart_run_id, node_id=node_id,
-        request=request.stored() if repository else None,
+        request=request.stored() if repository else None, runtime=choice.runtime,
     )
 
 

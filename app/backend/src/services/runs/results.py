@@ -2,7 +2,8 @@
 
 :func:`final_status` maps a loop's result to the row's status; :func:`failed_run` is the result
 of a run refused or failed before (or outside) its loop, :func:`cutover_refusal` the refusal
-while the agent runtime cutover is off; :func:`end_fields` are the columns the end writes;
+while the agent runtime cutover is off for a provider
+without a legacy CLI; :func:`end_fields` are the columns the end writes;
 :class:`ExecutionOutcome` is what one execution did, :func:`recorded_run` a finished loop read
 back from the journal.
 """
@@ -18,6 +19,7 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
+from services.runs.legacy_runtime import legacy_refusal, runtime_choice
 
 FINAL_STATUS = {
     Outcome.CANCELLED: ExecutionStatus.CANCELLED,
@@ -42,13 +44,12 @@ def failed_run(execution_id: str, provider: str, model: str, code: ErrorCode,
     )
 
 
-def cutover_refusal(snapshot: dict[str, Any]) -> ExecutionError | None:
-    """The refusal of an execution recorded while the agent runtime cutover was off, else
-    ``None`` (``unsupported_capability`` until the legacy runtime exists)."""
-    if snapshot["agent_runtime_cutover_enabled"]["value"]:
+def cutover_refusal(snapshot: dict[str, Any], provider: str) -> ExecutionError | None:
+    """The refusal of an execution recorded while the agent runtime cutover was off for a
+    provider without an agent CLI in the legacy runtime, else ``None``."""
+    if runtime_choice(snapshot).runtime != "legacy":
         return None
-    return ExecutionError("agent runtime cutover is off and the legacy runtime does not exist "
-                          "yet", code=ErrorCode.UNSUPPORTED_CAPABILITY)
+    return legacy_refusal(provider)
 
 
 def end_fields(run: RunResult, redactor: Redactor) -> dict[str, Any]:

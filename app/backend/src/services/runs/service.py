@@ -30,6 +30,7 @@ from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.runs.durable import execute_execution
+from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, create_execution
 from services.runs.results import (
@@ -79,13 +80,13 @@ class ExecutionService:
         row = self.executions.get(execution_id)
         if row is None:
             raise UnknownExecution(execution_id)
-        refusal = cutover_refusal(row.settings_snapshot)
+        refusal = cutover_refusal(row.settings_snapshot, request.provider)
         if refusal is not None:
             return self._end(failed_run(execution_id, request.provider, request.model or "",
                                         refusal.code, refusal.message))
         self.executions.mark_running(execution_id)
         try:
-            result = self._loop(execution_id, request, row.settings_snapshot["limits"], sinks)
+            result = self._loop(execution_id, request, row.settings_snapshot, sinks)
         except ConfigError as exc:
             self._end(failed_run(execution_id, request.provider, request.model or "",
                                  exc.code, exc.message))
@@ -96,8 +97,9 @@ class ExecutionService:
         self.executions.finish(result.execution_id, **end_fields(result, self.redactor))
         return result
 
-    def _loop(self, execution_id: str, request: ExecutionRequest, limits: dict[str, Any],
+    def _loop(self, execution_id: str, request: ExecutionRequest, snapshot: dict[str, Any],
               sinks: Sequence[EventSink]) -> RunResult:
+        limits = snapshot["limits"]
         workspace = request.workspace
         assert workspace is not None  # a request without a repository names its directory
         ctx = ToolDomainContext(
@@ -107,12 +109,17 @@ class ExecutionService:
             git_author_name=self.settings.git_author_name,
             git_author_email=self.settings.git_author_email,
         )
+        legacy = runtime_choice(snapshot).runtime == LEGACY_RUNTIME
         wiring = LoopWiring.build(
             self.db, execution_id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides},
             store=DbIdempotencyStore(self.db),
-            journal=DbEventSink(self.db, self.redactor, buffered=True),
+            # the loop's journal commits at the points resume needs and is flushed by the loop;
+            # the legacy runtime writes each event as it comes
+            journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
             control=DbRunControl(self.db, execution_id))
-        return run_loop(self.settings, LoopInputs(
-            execution_id, request.provider, request.model, Path(workspace), request.prompt,
-            request.script), ctx, wiring, sinks, self.redactor)
+        inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
+                            request.prompt, request.script)
+        if legacy:
+            return run_legacy(self.settings, inputs, ctx, wiring, sinks, self.redactor)
+        return run_loop(self.settings, inputs, ctx, wiring, sinks, self.redactor)
