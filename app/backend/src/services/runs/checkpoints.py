@@ -37,6 +37,7 @@ from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
+from services.runs.workspace_fingerprint import fingerprint
 from services.telemetry import tracing
 
 MAX_PATCH_BYTES = 5 * 1024 * 1024
@@ -104,6 +105,24 @@ class CheckpointingToolStore:
         self.max_bytes = max_bytes
         self.last_sha256 = last_sha256
         self.taken = 0
+        # The workspace's fingerprint when the last checkpoint was taken (None: unknown).
+        self.seen: str | None = None
+        self.skipped = 0
+
+    def _checkpoint(self, execution_id: str) -> Checkpoint | None:
+        """The workspace's checkpoint if it changed since the last one, else None.
+
+        An unchanged fingerprint (:mod:`~services.runs.workspace_fingerprint`) since the last
+        checkpoint taken by this store means unchanged files: no ``git`` is run."""
+        state = fingerprint(self.workspace)
+        if state is not None and state == self.seen:
+            self.skipped += 1
+            return None
+        with tracing.span("studio.checkpoint", {"studio.execution_id": execution_id}):
+            candidate = take_checkpoint(self.workspace, self.base_commit, self.author,
+                                        self.max_bytes)
+        self.seen = state
+        return candidate if candidate.sha256 != self.last_sha256 else None
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
         return self.records.envelope(execution_id, call_id)
@@ -111,11 +130,7 @@ class CheckpointingToolStore:
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         checkpoint = None
         if (str(envelope.get("domain")), str(envelope.get("operation"))) not in READ_ONLY:
-            with tracing.span("studio.checkpoint", {"studio.execution_id": execution_id}):
-                candidate = take_checkpoint(self.workspace, self.base_commit, self.author,
-                                            self.max_bytes)
-            if candidate.sha256 != self.last_sha256:
-                checkpoint = candidate
+            checkpoint = self._checkpoint(execution_id)
         redacted = self.redactor.data(envelope)
         if self.journal is not None:
             self.journal.defer(execution_id, CallWrite(

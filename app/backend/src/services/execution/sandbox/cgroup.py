@@ -248,9 +248,11 @@ GATE_SHELL = "/bin/sh"
 class _Gate:
     """A pipe the child reads ``go`` from once the harness has placed it."""
 
-    def __init__(self, group: CommandGroup | None, limits: CommandLimits) -> None:
+    def __init__(self, group: CommandGroup | None, limits: CommandLimits, *,
+                 keep: bool = False) -> None:
         self.group = group
         self.limits = limits
+        self.keep = keep
         self.read_fd, self.write_fd = os.pipe()
         self.open_fds = [self.read_fd, self.write_fd]
 
@@ -273,7 +275,11 @@ class _Gate:
     def finish(self) -> None:
         for fd in list(self.open_fds):
             self._close(fd)
-        if self.group is not None:
+        if self.group is None:
+            return
+        if self.keep:
+            self.group.kill_all()  # the execution's group: emptied, kept for the next command
+        else:
             self.group.close()
 
 
@@ -288,21 +294,60 @@ def _group(limits: CommandLimits) -> CommandGroup | None:
         return None
 
 
+class ExecutionGroup:
+    """One command group for the life of an execution, made on its first command.
+
+    The commands of an execution run one at a time, so one group with the command's limits
+    holds each of them in turn: every command joins it, and when the command ends every process
+    left in it is killed (the group is emptied, not removed). It is removed when the execution
+    ends. This spares each command the making of a group and the writing of its limits.
+    """
+
+    def __init__(self, limits: CommandLimits) -> None:
+        self.limits = limits
+        self._group: CommandGroup | None = None
+        self._tried = False
+
+    def group(self) -> CommandGroup | None:
+        """The execution's group (made on the first call), or None where none can be made."""
+        if not self._tried:
+            self._tried = True
+            self._group = _group(self.limits)
+        return self._group
+
+    def empty(self) -> None:
+        """Kill every process left in the group (the end of a command)."""
+        if self._group is not None:
+            self._group.kill_all()
+
+    def close(self) -> None:
+        """Empty the group and remove it (the end of the execution)."""
+        if self._group is not None:
+            self._group.close()
+            self._group = None
+        self._tried = False
+
+
 def with_limits(prepared: PreparedCommand, limits: CommandLimits, *,
-                in_child: bool = False) -> PreparedCommand:
+                in_child: bool = False, shared: ExecutionGroup | None = None) -> PreparedCommand:
     """``prepared`` with the limits applied before its program starts, and its group closed
     when it ends.
 
     ``in_child``: applied in the forked child (for a sandbox that needs a ``preexec`` anyway).
     Otherwise the command starts behind a ``/bin/sh`` gate and the harness applies them to the
     waiting child: a ``preexec`` would make every spawn a full ``fork`` of the harness.
+
+    ``shared``: the execution's group, joined and, when the command ends, emptied instead of a
+    group made and removed for this command alone.
     """
-    group = _group(limits)
+    group = _group(limits) if shared is None else shared.group()
     if in_child:
         preexec = functools.partial(_limited_preexec, group, limits, prepared.preexec)
-        finish = group.close if group is not None else None
+        finish: Callable[[], None] | None = None
+        if group is not None:
+            finish = shared.empty if shared is not None else group.close
         return dataclasses.replace(prepared, preexec=preexec, finish=finish)
-    gate = _Gate(group, limits)
+    gate = _Gate(group, limits, keep=shared is not None)
     return dataclasses.replace(
         prepared, argv=[GATE_SHELL, "-c", GATE_SCRIPT, "studio-gate", *prepared.argv],
         stdin=gate.read_fd, on_start=gate.release, finish=gate.finish,

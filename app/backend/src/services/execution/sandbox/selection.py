@@ -27,12 +27,12 @@ import logging
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 from services.execution.errors import ConfigError, ErrorCode, ToolFailure
 from services.execution.ports import CommandSandbox, PreparedCommand
-from services.execution.sandbox.cgroup import with_limits
+from services.execution.sandbox.cgroup import ExecutionGroup, with_limits
 from services.execution.sandbox.landlock import LandlockSandbox, landlock_problem
 from services.execution.sandbox.layout import (
     SYSTEM_SEARCH_PATH,
@@ -76,16 +76,48 @@ class NoSandbox:
     def mode(self) -> str:
         return SandboxMode.NONE.value
 
+    @contextlib.contextmanager
+    def session(self, workspace: Path, notify: Callable[[str, str], None]
+                ) -> Iterator[CommandSandbox]:
+        """The same sandbox with one cgroup for the whole execution: each command joins it and
+        everything left in it is killed when the command ends (nothing outlives its command);
+        the group is removed when the execution ends."""
+        group = ExecutionGroup(self.limits)
+        try:
+            yield _NoSandboxSession(self, group)
+        finally:
+            group.close()
+
+    def prepare(
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str],
+        group: ExecutionGroup | None = None,
+    ) -> PreparedCommand:
+        log.warning("%s (command in %s)", UNCONFINED_WARNING, workspace)
+        return with_limits(PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd), self.limits,
+                           shared=group)
+
+
+class _NoSandboxSession:
+    """:class:`NoSandbox` for one execution: its commands share the execution's cgroup."""
+
+    def __init__(self, sandbox: NoSandbox, group: ExecutionGroup) -> None:
+        self.sandbox = sandbox
+        self.group = group
+
+    @property
+    def mode(self) -> str:
+        return self.sandbox.mode
+
     def session(self, workspace: Path, notify: Callable[[str, str], None]
                 ) -> contextlib.AbstractContextManager[CommandSandbox]:
-        """Itself: nothing lives longer than a command."""
+        """Itself: already the execution's."""
         return contextlib.nullcontext(self)
 
     def prepare(
         self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
     ) -> PreparedCommand:
-        log.warning("%s (command in %s)", UNCONFINED_WARNING, workspace)
-        return with_limits(PreparedCommand(argv=list(argv), env=dict(env), cwd=cwd), self.limits)
+        return self.sandbox.prepare(argv, workspace=workspace, cwd=cwd, env=env,
+                                    group=self.group)
 
 
 class UnavailableSandbox:
