@@ -13,9 +13,10 @@ kernel without Landlock network rules the program refuses to start the CLI (exit
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from urllib.parse import urlsplit
+
+from services.execution.sandbox.layout import sandbox_python
 
 NO_LANDLOCK_EXIT = 97
 
@@ -80,6 +81,6 @@ def endpoint_ports(environ: Mapping[str, str], base_url_variable: str) -> list[i
 
 def limited(argv: Sequence[str], ports: Sequence[int], python: str | None = None) -> list[str]:
     """``argv`` started through :data:`PROGRAM`, TCP connect allowed to ``ports`` only."""
-    interpreter = python or sys.executable
+    interpreter = python or sandbox_python()
     joined = ",".join(str(p) for p in sorted(set(ports)))
     return [interpreter, "-I", "-S", "-c", PROGRAM, joined, "--", *argv]

@@ -56,6 +56,14 @@ def toolchain_dirs() -> tuple[Path, ...]:
     return tuple(found)
 
 
+def sandbox_python() -> str:
+    """The Python executable to start inside a sandbox (with ``-I -S``: no site-packages needed):
+    the base installation's, symlinks resolved. A venv's own ``bin/python`` may live where the
+    sandbox mounts a fresh ``/tmp`` (a checkout under ``/tmp``), so it is not used."""
+    base = getattr(sys, "_base_executable", None) or sys.executable
+    return os.path.realpath(base)
+
+
 def etc_entries() -> list[Path]:
     """The allowlisted ``/etc`` entries that exist on this host."""
     return [Path("/etc", name) for name in ETC_ALLOWLIST if os.path.lexists(Path("/etc", name))]

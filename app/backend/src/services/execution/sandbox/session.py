@@ -36,7 +36,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -47,7 +46,11 @@ from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.ports import CommandSandbox, PreparedCommand
 from services.execution.sandbox import supervisor
 from services.execution.sandbox.cgroup import with_limits
-from services.execution.sandbox.layout import SYSTEM_SEARCH_PATH, bwrap_workspace_args
+from services.execution.sandbox.layout import (
+    SYSTEM_SEARCH_PATH,
+    bwrap_workspace_args,
+    sandbox_python,
+)
 from services.execution.sandbox.seccomp import program_fd
 
 log = logging.getLogger(__name__)
@@ -105,7 +108,7 @@ class _Sandbox:
             "--chdir", str(workspace),
             "--clearenv", "--setenv", "PATH", SYSTEM_SEARCH_PATH,
             "--",
-            sys.executable, "-I", "-S", f"/proc/self/fd/{script}", str(theirs.fileno()),
+            sandbox_python(), "-I", "-S", f"/proc/self/fd/{script}", str(theirs.fileno()),
         ]
         self.prepared = with_limits(PreparedCommand(
             argv=argv, env={"PATH": SYSTEM_SEARCH_PATH}, cwd=workspace,
