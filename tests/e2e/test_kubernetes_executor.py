@@ -286,7 +286,7 @@ class _World:
         names = {item.split(b"=", 1)[0].decode() for item in raw if item}
         assert names == {
             "PATH", "LANG", "STUDIO_WORKSPACE_DIR", "STUDIO_SANDBOX", "HOME", "TMPDIR",
-            "STUDIO_ENV", "STUDIO_LOG_LEVEL", "STUDIO_GITHUB_API_URL",
+            "STUDIO_ENV", "STUDIO_LOG_LEVEL", "STUDIO_GITHUB_API_URL", "STUDIO_REPO_MIRRORS",
             "STUDIO_GITHUB_GIT_ORIGINS", "STUDIO_REPO_ALLOWED_HOSTS", "STUDIO_GIT_AUTHOR_NAME",
             "STUDIO_GIT_AUTHOR_EMAIL", "STUDIO_DATABASE_URL", "STUDIO_SECRET_KEY",
             "STUDIO_GITHUB_TOKEN"}, names

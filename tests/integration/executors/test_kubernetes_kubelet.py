@@ -98,6 +98,7 @@ def test_the_pod_gets_exactly_its_specs_environment_and_volumes(
         "STUDIO_WORKSPACE_DIR": str(pod_dir / "workspace"), "STUDIO_SANDBOX": "required",
         "HOME": str(pod_dir / "home"), "TMPDIR": str(pod_dir / "tmp"),
         "STUDIO_LOG_LEVEL": "INFO",
+        "STUDIO_REPO_MIRRORS": "false",  # a pod has no mirror to borrow from: a whole clone
         "STUDIO_DATABASE_URL": "postgresql://db/studio",  # secretKeyRef, resolved
         "STUDIO_GITHUB_TOKEN": "ghs_secret",  # from the key the ref names
     }  # OPENAI_API_KEY: optional and absent from the Secret, so left out
