@@ -33,7 +33,7 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.NOT_FOUND: 404,
     ErrorCode.UNAUTHORIZED: 401,
     ErrorCode.FORBIDDEN: 403,
-    ErrorCode.KILLSWITCH_ENGAGED: 409,
+    ErrorCode.KILLSWITCH_ENGAGED: 503,  # nothing new starts until the switch is released
     ErrorCode.PROVIDER_UNAVAILABLE: 503,
     ErrorCode.INTEGRATION_UNAVAILABLE: 503,
     ErrorCode.HOST_PATH_REFUSED: 422,

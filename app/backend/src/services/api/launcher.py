@@ -7,7 +7,8 @@ broker that sends the Celery task and returns at once. With no broker configured
 runs the execution itself, in the background: a bounded pool of threads, each waiting on a
 ``studio execute`` child (more executions wait their turn, ``queued``). Afterwards the journal is
 checked: an execution whose child died before the loop could write ``finished`` (a clone that
-failed, say) is marked failed and gets its ``finished`` event here, so live streams always end.
+failed, say) is marked failed and gets its ``finished`` event here, so live streams always end
+(one the kill switch paused is left queued: it resumes once the switch is released).
 """
 
 from __future__ import annotations
@@ -78,18 +79,23 @@ def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> N
 def _fail_unfinished(db: Database, execution_id: str) -> None:
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
-    if row is None or row.status in FINAL_STATUSES:
+    if row is None or row.status in FINAL_STATUSES or _paused(row.status, row.paused_reason):
         return
     repository.finish(execution_id, status=ExecutionStatus.FAILED, outcome="error",
                       error_code=ErrorCode.SUBSTRATE_ERROR.value,
                       error_message="the execution's process ended without finishing it")
 
 
+def _paused(status: str, paused_reason: str | None) -> bool:
+    """Held back by the kill switch: queued, to resume on release (not a process that died)."""
+    return status == ExecutionStatus.QUEUED and paused_reason is not None
+
+
 def _ensure_finished_event(db: Database, execution_id: str) -> None:
     """Append a ``finished`` event when the journal does not end with one."""
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
-    if row is None:
+    if row is None or _paused(row.status, row.paused_reason):
         return
     last = repository.events(execution_id, after_seq=max(row.event_seq - 1, 0))
     if last and last[-1].kind == AgentEventKind.FINISHED.value:

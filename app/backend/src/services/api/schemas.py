@@ -76,6 +76,10 @@ class Execution(BaseModel):
     created_at: str | None
     started_at: str | None
     finished_at: str | None
+    paused_reason: str | None = Field(None, description=(
+        "``killswitch`` while the kill switch holds the execution back (status ``queued``): it "
+        "resumes where it was once the switch is released; else null."))
+    paused_at: str | None = None
 
 
 class ExecutionList(BaseModel):

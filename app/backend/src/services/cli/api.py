@@ -23,6 +23,7 @@ def api_command(
     from services.cli.database import open_db
     from services.cli.telemetry import shared_metrics_dir, start_tracing
     from services.settings import get_settings
+    from services.worker.names import broker_url
 
     shared_metrics_dir()  # with no broker, the executions' children record into it too
     if start_tracing("studio-api"):
@@ -30,6 +31,11 @@ def api_command(
 
         instrument_celery()  # the API's messages to the workers carry its trace context
     settings = get_settings()
+    if broker_url(settings) is not None:  # a broker that cannot be reached: one line, exit 2
+        from services.worker.dispatch import producer_app
+        from services.worker.startup_checks import check_broker
+
+        check_broker(producer_app(settings), settings)
     app = create_app(settings, db=open_db(), dispatch=work_dispatch(settings))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, lifespan="on")

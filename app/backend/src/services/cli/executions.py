@@ -50,10 +50,17 @@ def list_executions(
                   "created_at")
     table.columns[0].no_wrap = True
     for row in rows:
-        table.add_row(row["id"], row["status"], row["outcome"] or "", row["provider"],
+        table.add_row(row["id"], _status_text(row), row["outcome"] or "", row["provider"],
                       row["model"], str(row["iterations"]), f"{row['cost_usd']:.4f}",
                       row["created_at"] or "")
     _console().print(table)
+
+
+def _status_text(execution: dict[str, Any]) -> str:
+    """The status, with the pause when the kill switch holds the execution back."""
+    if execution.get("paused_reason"):
+        return f"{execution['status']} (paused: {execution['paused_reason']})"
+    return str(execution["status"])
 
 
 def _runtime_reason(execution: dict[str, Any]) -> str:
@@ -72,7 +79,8 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     summary = Table("field", "value", show_header=False)
     for key in ("id", "status", "outcome", "runtime", "provider", "model", "repo_url", "branch",
                 "base_commit", "head_sha", "pr_url", "iterations", "cost_usd", "error_code",
-                "error_message", "created_at", "started_at", "finished_at"):
+                "error_message", "created_at", "started_at", "finished_at", "paused_reason",
+                "paused_at"):
         summary.add_row(key, "" if execution[key] is None else str(execution[key]))
     summary.add_row("runtime_reason", _runtime_reason(execution))
     for key in ("settings_snapshot", "limits", "usage"):

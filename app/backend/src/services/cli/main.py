@@ -16,6 +16,7 @@ from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
 from services.cli.api import api_command
+from services.cli.config_errors import EXIT_CONFIG, config_error_line, settings_error_line
 from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
@@ -54,8 +55,8 @@ def main(argv: list[str] | None = None) -> None:
     try:
         configure_logging(get_settings().log_level)
     except ValidationError as exc:  # a STUDIO_* variable with a value that cannot be
-        print(f"studio: invalid configuration: {exc}", file=sys.stderr)
-        sys.exit(2)
+        print(settings_error_line(exc), file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     try:
         code = app(args=args, prog_name="studio", standalone_mode=False)
     except typer.Exit as exc:
@@ -71,4 +72,10 @@ def main(argv: list[str] | None = None) -> None:
     except click_errors.ClickException as exc:
         exc.show()
         sys.exit(exc.exit_code)
+    except Exception as exc:  # a database or broker URL that does not work: one line, exit 2
+        line = config_error_line(exc, get_settings())
+        if line is None:
+            raise
+        print(line, file=sys.stderr)
+        sys.exit(EXIT_CONFIG)
     sys.exit(code if isinstance(code, int) else 0)

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import json
 from enum import StrEnum
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from services.cli.database import open_db
+
+if TYPE_CHECKING:
+    from services.db.session import Database
 
 app = typer.Typer(help="Runtime settings, read fresh by running executions.", no_args_is_help=True)
 
@@ -30,12 +33,38 @@ def _store(key: str, value: Any) -> Any:
 
     db = open_db()
     try:
-        return SettingsRepository(db).set(key, value)
+        stored = SettingsRepository(db).set(key, value)
+        if key == "killswitch_engaged" and stored is False:
+            _resume_paused(db)
+        return stored
     except (UnknownSetting, InvalidSettingValue) as exc:
         typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(2) from exc
     finally:
         db.dispose()
+
+
+def _resume_paused(db: Database) -> None:
+    """The kill switch was released: dispatch what it paused (with a broker; without one, say
+    how to resume them, since nothing else runs them)."""
+    from services.db.pauses import PauseStore
+    from services.runs.pauses import redispatch_paused
+    from services.settings import get_settings
+    from services.worker.dispatch import Dispatcher
+    from services.worker.flowchart_tasks import flowchart_dispatch
+    from services.worker.names import broker_url
+
+    settings = get_settings()
+    if broker_url(settings) is None:
+        paused = PauseStore(db).paused()
+        if paused:
+            typer.echo(f"{len(paused)} paused executions; without STUDIO_BROKER_URL nothing "
+                       "dispatches them: run `studio execute ID` for each, or release the kill "
+                       "switch through the API (`PUT /api/killswitch`)", err=True)
+        return
+    resumed = redispatch_paused(db, Dispatcher(settings), flowchart_dispatch(settings))
+    if resumed:
+        typer.echo(f"resumed {len(resumed)} paused executions", err=True)
 
 
 @app.command("get")
@@ -82,7 +111,8 @@ class Switch(StrEnum):
 def killswitch(
     state: Annotated[Switch, typer.Argument(help="on: stop every execution.")],
 ) -> None:
-    """Engage (on) or release (off) the kill switch: executions stop before their next call."""
+    """Engage (on) or release (off) the kill switch: running executions pause before their next
+    call (queued again) and nothing new starts; released, they resume where they were."""
     stored = _store("killswitch_engaged", state is Switch.ON)
     typer.echo(f"kill switch {'engaged' if stored else 'released'}", err=True)
     typer.echo(_compact({"key": "killswitch_engaged", "value": stored}))

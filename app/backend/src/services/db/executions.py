@@ -83,7 +83,8 @@ class ExecutionRepository:
         workspace: str | None = None,
     ) -> None:
         """``running`` from now; optional facts known once the workspace is provisioned."""
-        values: dict[str, Any] = {"status": ExecutionStatus.RUNNING, "started_at": utcnow()}
+        values: dict[str, Any] = {"status": ExecutionStatus.RUNNING, "started_at": utcnow(),
+                                  "paused_reason": None, "paused_at": None}
         for key, value in (("base_commit", base_commit), ("branch", branch),
                            ("workspace", workspace)):
             if value is not None:
@@ -180,6 +181,10 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     data = {name: getattr(row, name) for name in fields}
     for name in ("created_at", "started_at", "finished_at"):
         data[name] = _when(getattr(row, name))
+    # ``killswitch`` while the kill switch holds it back, queued (services.db.pauses)
+    held = row.status == ExecutionStatus.QUEUED and row.paused_reason is not None
+    data["paused_reason"] = row.paused_reason if held else None
+    data["paused_at"] = _when(row.paused_at) if held else None
     return data
 
 

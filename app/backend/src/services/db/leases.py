@@ -113,6 +113,7 @@ class LeaseStore:
         due = (select(NodeExecution.id)
                .where(NodeExecution.status == ExecutionStatus.QUEUED,
                       NodeExecution.lease_epoch == 0,
+                      NodeExecution.paused_reason.is_(None),  # held: see db.pauses
                       NodeExecution.dispatched_at.is_not(None),
                       NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
                .order_by(NodeExecution.dispatched_at).limit(limit))

@@ -114,12 +114,17 @@ class NodeRunner:
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 
-    def run_agent(self, job: NodeJob, execution_id: str, request: ExecutionRequest) -> NodeOutcome:
+    def run_agent(self, job: NodeJob, execution_id: str,
+                  request: ExecutionRequest) -> NodeOutcome | None:
+        """The node's outcome; ``None`` while the kill switch holds its execution back (the
+        node stays running and is dispatched again once the switch is released)."""
         try:
-            ExecutionService(self.db, self.settings).execute(execution_id, request)
+            ran = ExecutionService(self.db, self.settings).execute(execution_id, request)
         except ExecutionError as exc:  # recorded on the execution by the service already
             return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
                                error_message=f"node {job.node.id!r}: {exc.message}")
+        if ran.state == "paused":
+            return None
         row = self.executions.get(execution_id)
         assert row is not None
         config = AgentConfig.model_validate(job.node.config)

@@ -30,6 +30,7 @@ from services.db.flowcharts import (
     run_to_json,
 )
 from services.db.models import FlowchartRun, FlowchartRunNode
+from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.session import Database, Session
 from services.db.status import FINAL_STATUSES
 from services.execution.errors import ErrorCode, StudioError
@@ -136,6 +137,8 @@ class FlowchartRunService:
             return
         try:
             outcome = self._run_work(job, execution_id)
+            if outcome is None:  # held back by the kill switch: dispatched again on release
+                return
         except TemplateRenderError as exc:
             outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.TEMPLATE_ERROR.value,
                                   error_message=str(exc))
@@ -162,6 +165,8 @@ class FlowchartRunService:
             execution_id = row.execution_id
         message = f"node {node_id!r}: {message}"
         execution = self.executions.get(execution_id) if execution_id else None
+        if execution is not None and execution.status == "queued" and execution.paused_reason:
+            return  # held back by the kill switch: the node runs again on release
         if execution is not None and execution.status not in FINAL_STATUSES:
             self.executions.finish(execution.id, status="failed", outcome="error",
                                    error_code=ErrorCode.SUBSTRATE_ERROR.value,
@@ -268,7 +273,7 @@ class FlowchartRunService:
             row.execution_id = execution_id
             return run.status == "running"
 
-    def _run_work(self, job: NodeJob, execution_id: str | None) -> NodeOutcome:
+    def _run_work(self, job: NodeJob, execution_id: str | None) -> NodeOutcome | None:
         runner = NodeRunner(self.db, self.settings)
         job = runner.resolve_workspace(job)
         if job.node.type == "agent":
@@ -282,13 +287,22 @@ class FlowchartRunService:
                 config = AgentConfig.model_validate(job.node.config)
                 return agent_outcome(job.node.id, row,
                                      continue_on_failure=config.continue_on_failure)
+            if self._held(execution_id):
+                return None
             return runner.run_agent(job, execution_id, request)
         args = runner.command_args(job)
         if execution_id is None:
             execution_id = runner.create_command_execution(job, args)
             if not self._attach(job.run_id, job.node.id, execution_id):
                 return self._cancelled_before_start(job, execution_id)
+        if self._held(execution_id):
+            return None
         return runner.run_command(job, execution_id, args)
+
+    def _held(self, execution_id: str) -> bool:
+        """While the kill switch is engaged a node's queued execution does not start: it is
+        marked paused and stays queued (the reaper dispatches the node again on release)."""
+        return killswitch_engaged(self.db) and PauseStore(self.db).hold(execution_id)
 
     def _cancelled_before_start(self, job: NodeJob, execution_id: str) -> NodeOutcome:
         message = f"node {job.node.id!r}: the run ended before the node started"

@@ -35,12 +35,13 @@ from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
 from services.db.leases import LeaseStore
 from services.db.models import NodeExecution
+from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
-from services.execution.outcomes import RunResult, UsageTotals
+from services.execution.outcomes import Outcome, RunResult, UsageTotals
 from services.execution.ports import (
     AgentEvent,
     AgentEventKind,
@@ -139,6 +140,9 @@ class DurableRun:
         row = self.executions.get(self.id)
         assert row is not None  # the claim proved it exists
         self.provider, self.started = row.provider, time.monotonic()
+        if killswitch_engaged(self.db):  # claimed while engaged: back to queued at once
+            return self._pause(row.branch)
+        PauseStore(self.db).clear(self.id, self.lease.epoch)
         if row.base_commit is not None:
             record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
@@ -192,6 +196,8 @@ class DurableRun:
             run = self._legacy(row, request, ws, ctx, events)
         elif run is None:
             run = self._loop(row, request, ws, ctx, events)
+        if run.outcome is Outcome.KILLSWITCH_ENGAGED:
+            return self._pause(ws.branch)
         finalized = None
         if run.succeeded:
             self.lease.update(status=ExecutionStatus.FINALIZING)
@@ -338,6 +344,19 @@ class DurableRun:
         DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(AgentEvent(
             AgentEventKind.FINISHED, self.id, 0, run.summary()))
 
+    def _pause(self, branch: str | None) -> ExecutionOutcome:
+        """The kill switch stopped this attempt before a model or tool call: back to
+        ``queued``, marked paused, the lease given up; the journal, the tool-call records and
+        the last checkpoint stay for the attempt that resumes it once the switch is released."""
+        PauseStore(self.db).pause(self.id, self.lease.epoch)
+        self.lease.lost.set()  # the lease is given up: nothing more is written under it
+        record.attempt_ended(self.provider, Outcome.KILLSWITCH_ENGAGED.value,
+                             ExecutionStatus.QUEUED.value, time.monotonic() - self.started)
+        log.info("execution %s paused by the kill switch (queued until it is released)",
+                 self.id)
+        return ExecutionOutcome(self.id, "paused", ExecutionStatus.QUEUED, branch=branch,
+                                message="paused by the kill switch: queued until it is released")
+
     def _end(self, run: RunResult, finalized: Finalized | None,
              branch: str | None) -> ExecutionOutcome:
         fields = end_fields(run, self.redactor)
@@ -367,6 +386,10 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
         store = LeaseStore(database)
         timings = LeaseTimings.from_db(database)
         owner = owner or new_owner()
+        if killswitch_engaged(database) and PauseStore(database).hold(execution_id):
+            return ExecutionOutcome(execution_id, "paused", ExecutionStatus.QUEUED,
+                                    message="the kill switch is engaged: the execution stays "
+                                            "queued until it is released")
         claimed_at = time.monotonic()
         with tracing.span("studio.lease.claim", {"studio.execution_id": execution_id}) as span:
             epoch = store.claim(execution_id, owner, timings.ttl_s)

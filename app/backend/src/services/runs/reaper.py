@@ -14,6 +14,10 @@ then died with, before any claim (queued, lease epoch 0). Once it has been queue
 bound on how long such an execution waits is ``queued_timeout_s + reaper_interval_s``. A
 duplicate delivery is harmless (admission, then the claim, let one run).
 
+:func:`~services.runs.pauses.redispatch_paused` resumes the executions the kill switch paused
+(queued, ``paused_reason = 'killswitch'``) once it is released; :func:`reap_unclaimed` leaves them
+alone meanwhile.
+
 :func:`reap_workspaces` deletes execution directories under the workspace root whose execution is
 no longer live (final, or unknown), through :func:`services.repos.workspaces.reap_orphans`.
 
@@ -41,6 +45,7 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import reap_orphans, workspace_root
+from services.runs.pauses import NodeRedispatch, redispatch_paused
 from services.settings import StudioSettings
 from services.telemetry import record
 
@@ -119,10 +124,13 @@ def reap_retention(db: Database, settings: StudioSettings) -> int:
     return pruned
 
 
-def reap(db: Database, settings: StudioSettings, dispatch: Dispatch) -> list[str]:
-    """One full pass: re-dispatch expired and unclaimed executions, then clean orphaned
-    workspaces and apply the retention."""
-    reaped = reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
+def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
+         dispatch_node: NodeRedispatch | None = None) -> list[str]:
+    """One full pass: re-dispatch expired and unclaimed executions, and those the kill switch
+    paused once it is released (:func:`~services.runs.pauses.redispatch_paused`), then clean
+    orphaned workspaces and apply the retention."""
+    reaped = (reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
+              + redispatch_paused(db, dispatch, dispatch_node))
     reap_workspaces(db, settings)
     reap_retention(db, settings)
     return reaped

@@ -66,8 +66,9 @@ def end_fields(run: RunResult, redactor: Redactor) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class ExecutionOutcome:
-    """What one execution did: ``state`` is ``ran``, ``already_running``, ``already_finished``
-    or ``lease_lost``; ``branch``, ``head_sha`` and ``pr_url`` for a repository run."""
+    """What one execution did: ``state`` is ``ran``, ``already_running``, ``already_finished``,
+    ``lease_lost`` or ``paused`` (by the kill switch: queued again); ``branch``, ``head_sha``
+    and ``pr_url`` for a repository run."""
 
     execution_id: str
     state: str
@@ -94,10 +95,13 @@ class ExecutionOutcome:
 
 def recorded_run(execution_id: str, provider: str, model: str,
                  events: Sequence[tuple[str, dict[str, Any]]]) -> RunResult | None:
-    """The loop's result when the journal's last attempt already ``finished``, else ``None``."""
+    """The loop's result when the journal's last attempt already ``finished``, else ``None``
+    (an attempt the kill switch paused finished nothing: the execution resumes)."""
     starts = [i for i, (kind, _) in enumerate(events) if kind == "started"]
     tail = events[starts[-1]:] if starts else events
     for kind, data in reversed(tail):
+        if kind == "finished" and data.get("outcome") == Outcome.KILLSWITCH_ENGAGED.value:
+            return None
         if kind == "finished":
             return RunResult(
                 execution_id=execution_id, provider=provider, model=model,

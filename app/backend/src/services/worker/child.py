@@ -10,8 +10,8 @@
   (Celery's prefork pool sets ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the
   worker takes the whole chain down, the lease stops being renewed and the reaper re-dispatches.
 * ``kubernetes``: a Job, supervised through the watch API in slices of ``KUBE_SLICE_S``; between
-  slices the task reads the execution's cancel request and the kill switch from the database and,
-  when either is set, deletes the Job (foreground propagation: the pod goes first). The worker
+  slices the task reads the execution's cancel request from the database and, when it is set,
+  deletes the Job (foreground propagation: the pod goes first). The worker
   needs Kubernetes access for that; the API does not (it only records the request). A redelivered
   task whose Job still runs adopts it; a worker that dies leaves the Job running (its pod holds
   the lease).
@@ -25,6 +25,7 @@ from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
 from services.db.integrations import IntegrationRepository
 from services.db.session import open_database
+from services.execution.errors import ErrorCode
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
@@ -81,12 +82,14 @@ def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
     # A Job launched for an execution already told to stop is left to run: its ``studio
     # execute`` sees the request before its first call and records the outcome (deleting it
     # again would only start the same round once more after the lease expired).
-    watch_for_stop = control.check() is None
+    # The kill switch does not delete the Job: its ``studio execute`` pauses the execution
+    # itself before its next call (queued again, resumed once the switch is released).
+    watch_for_stop = control.check() in (None, ErrorCode.KILLSWITCH_ENGAGED)
     try:
         status = SubstrateStatus.PENDING
         while not status.finished and status is not SubstrateStatus.UNKNOWN:
             stop = control.check() if watch_for_stop else None
-            if stop is not None:
+            if stop is not None and stop is not ErrorCode.KILLSWITCH_ENGAGED:
                 log.info("worker: %s: deleting job %s of execution %s", stop.value, handle.ref,
                          handle.execution_id)
                 substrate.cancel(handle)

@@ -43,11 +43,12 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
     return decision
 
 
-def reap_once(db: Database, settings: StudioSettings,
-              dispatch: Callable[[str], Any]) -> list[str]:
-    """One reaper pass: each execution whose lease expired is handed to ``dispatch``; orphaned
-    workspace directories are deleted. Answers the ids dispatched."""
-    return reap(db, settings, dispatch)
+def reap_once(db: Database, settings: StudioSettings, dispatch: Callable[[str], Any],
+              dispatch_node: Callable[[str, str], Any] | None = None) -> list[str]:
+    """One reaper pass: each execution whose lease expired is handed to ``dispatch`` (a paused
+    flowchart node's to ``dispatch_node``); orphaned workspace directories are deleted. Answers
+    the ids dispatched."""
+    return reap(db, settings, dispatch, dispatch_node)
 
 
 def reaper_interval_s(db: Database) -> float:

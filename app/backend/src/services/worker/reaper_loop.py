@@ -37,10 +37,12 @@ TRANSIENT_ERRORS = (DatabaseError, KombuError, OSError, ExecutionError)
 class ReaperLoop(threading.Thread):
     """Runs reaper passes until :meth:`stop`."""
 
-    def __init__(self, settings: StudioSettings, dispatch: Callable[[str], Any]) -> None:
+    def __init__(self, settings: StudioSettings, dispatch: Callable[[str], Any],
+                 dispatch_node: Callable[[str, str], Any] | None = None) -> None:
         super().__init__(name="studio-reaper", daemon=True)
         self._settings = settings
         self._dispatch = dispatch
+        self._dispatch_node = dispatch_node  # paused flowchart nodes, once the switch is off
         self._stopping = threading.Event()
         self.passes = 0
 
@@ -58,7 +60,7 @@ class ReaperLoop(threading.Thread):
     def run_pass(self, db: Database) -> float:
         """One pass; answers the interval to wait before the next."""
         try:
-            reaped = reap_once(db, self._settings, self._dispatch)
+            reaped = reap_once(db, self._settings, self._dispatch, self._dispatch_node)
             if reaped:
                 log.info("reaper: re-dispatched %s", ", ".join(reaped))
             return max(reaper_interval_s(db), MIN_INTERVAL_S)

@@ -19,8 +19,10 @@ from services.settings import ExecutorKind, StudioSettings
 from services.worker.celery_app import build_celery
 from services.worker.celery_config import node_name
 from services.worker.dispatch import Dispatcher
+from services.worker.flowchart_tasks import flowchart_dispatch
 from services.worker.names import broker_url
 from services.worker.reaper_loop import ReaperLoop
+from services.worker.startup_checks import check_broker, check_database
 
 log = logging.getLogger(__name__)
 
@@ -34,7 +36,10 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     if settings.executor is ExecutorKind.KUBERNETES:
         kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
-    loop = ReaperLoop(settings, Dispatcher(settings, app=app)) if reaper else None
+    check_database(settings)
+    check_broker(app, settings)
+    loop = ReaperLoop(settings, Dispatcher(settings, app=app),
+                      flowchart_dispatch(settings, app=app)) if reaper else None
     if loop is not None:
         loop.start()
     try:
@@ -54,7 +59,11 @@ def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
     if broker_url(settings) is None:
         raise ConfigError("studio reaper needs a broker: set STUDIO_BROKER_URL")
     logging.basicConfig(level=loglevel.upper())
-    loop = ReaperLoop(settings, Dispatcher(settings, app=build_celery(settings)))
+    app = build_celery(settings)
+    check_database(settings)
+    check_broker(app, settings)
+    loop = ReaperLoop(settings, Dispatcher(settings, app=app),
+                      flowchart_dispatch(settings, app=app))
     signal.signal(signal.SIGTERM, lambda *_: loop.stop())
     try:
         loop.run()

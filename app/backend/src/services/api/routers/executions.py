@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Path, Query, Request, Response
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_launcher, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.launcher import Launcher
 from services.api.limits import check_limits
 from services.api.schemas import (
@@ -69,7 +70,8 @@ def _found(db: Database, execution_id: str) -> NodeExecution:
 
 
 @router.post("", status_code=202, response_model=ExecutionCreated,
-             dependencies=[requires(Scope.RUN)])
+             responses=KILLSWITCH_RESPONSE,
+             dependencies=[requires(Scope.RUN), Depends(refuse_while_engaged)])
 def create_execution_route(
     body: ExecutionCreate, response: Response, http_request: Request,
     db: Database = Depends(get_db),  # noqa: B008

@@ -28,6 +28,7 @@ from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_settings
 from services.api.dispatch import WorkDispatch
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.limits import check_limits
 from services.api.node_children import node_children
 from services.db.flowcharts import FlowchartRepository
@@ -191,7 +192,8 @@ def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Respon
 
 
 @router.post("/api/flowcharts/{flowchart_id}/runs", status_code=202, response_model=RunCreated,
-             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
+             responses={**NOT_FOUND_RESPONSE, **KILLSWITCH_RESPONSE},
+             dependencies=[requires(Scope.RUN), Depends(refuse_while_engaged)])
 def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Request,
               db: Database = Depends(get_db),  # noqa: B008
               settings: StudioSettings = Depends(get_settings),  # noqa: B008

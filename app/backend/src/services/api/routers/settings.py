@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 
 from services.api.auth import Scope, requires
-from services.api.deps import get_db
+from services.api.deps import get_db, get_launcher
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.killswitch import node_dispatch, resume_paused
+from services.api.launcher import Launcher
 from services.api.schemas import KillSwitch, Setting, SettingsAll, SettingValue
 from services.db.runtime_settings import (
     RUNTIME_SETTINGS,
@@ -45,13 +47,17 @@ def get_setting(key: SettingKey, db: Database = Depends(get_db)) -> Setting:  # 
 
 @router.put("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
             dependencies=[requires(Scope.ADMIN)])
-def set_setting(key: SettingKey, body: SettingValue,
-                db: Database = Depends(get_db)) -> Setting:  # noqa: B008
-    """Set a runtime setting; running executions read it at their next check."""
+def set_setting(key: SettingKey, body: SettingValue, request: Request,
+                db: Database = Depends(get_db),  # noqa: B008
+                launcher: Launcher = Depends(get_launcher)) -> Setting:  # noqa: B008
+    """Set a runtime setting; running executions read it at their next check (releasing the
+    kill switch resumes what it paused)."""
     try:
         value = SettingsRepository(db).set(_known(key), body.value)
     except InvalidSettingValue as exc:
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS, details={"key": key}) from exc
+    if key == KILLSWITCH and value is False:
+        resume_paused(db, launcher, node_dispatch(request, db))
     return Setting(key=key, value=value)
 
 
@@ -61,6 +67,13 @@ def get_killswitch(db: Database = Depends(get_db)) -> KillSwitch:  # noqa: B008
 
 
 @router.put("/killswitch", response_model=KillSwitch, dependencies=[requires(Scope.ADMIN)])
-def set_killswitch(body: KillSwitch, db: Database = Depends(get_db)) -> KillSwitch:  # noqa: B008
-    """Engage (every execution stops before its next model or tool call) or release it."""
-    return KillSwitch(engaged=bool(SettingsRepository(db).set(KILLSWITCH, body.engaged)))
+def set_killswitch(body: KillSwitch, request: Request,
+                   db: Database = Depends(get_db),  # noqa: B008
+                   launcher: Launcher = Depends(get_launcher)) -> KillSwitch:  # noqa: B008
+    """Engage it (nothing new starts: 503 ``killswitch_engaged``; every running execution
+    pauses, queued again, before its next model or tool call) or release it (what it paused
+    resumes where it was)."""
+    engaged = bool(SettingsRepository(db).set(KILLSWITCH, body.engaged))
+    if not engaged:
+        resume_paused(db, launcher, node_dispatch(request, db))
+    return KillSwitch(engaged=engaged)

@@ -92,7 +92,10 @@
 
     summary(execution) {
       this.execution = execution;
-      if (!this.ended) setBadge(this.status, execution.status);
+      if (!this.ended) {
+        // held back by the kill switch: queued, resumes where it was once it is released
+        setBadge(this.status, execution.paused_reason ? "paused (kill switch)" : execution.status);
+      }
       this.provider.textContent = execution.provider + " · " + execution.model;
       this.repo.replaceChildren(execution.repo_url ? link(execution.repo_url)
                                                     : (execution.workspace || ""));
@@ -243,7 +246,9 @@
         this.add(el("p", { class: "note warning" }, "warning: " + (data.message || "")));
       } else if (kind === "finished") {
         const result = data.result || {};
-        this.add(el("p", { class: "note" }, "agent loop finished: " + data.outcome));
+        this.add(el("p", { class: "note" }, data.outcome === "killswitch_engaged"
+          ? "paused by the kill switch: resumes where it was once it is released"
+          : "agent loop finished: " + data.outcome));
         if (result.summary) this.add(el("pre", { class: "summary" }, result.summary));
       } else if (kind === "finalize") {
         this.onFinalize(data);

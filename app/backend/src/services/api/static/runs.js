@@ -19,7 +19,7 @@ Studio.renderRuns = async function renderRuns(view) {
         "tr", { "data-id": execution.id },
         el("td", {}, el("a", { href: "#/runs/" + encodeURIComponent(execution.id) },
                         execution.id.slice(0, 8))),
-        el("td", {}, badge(execution.status)),
+        el("td", {}, badge(execution.paused_reason ? "paused (kill switch)" : execution.status)),
         el("td", {}, execution.provider + " · " + execution.model),
         el("td", {}, execution.repo_url || execution.workspace || ""),
         el("td", {}, money(execution.cost_usd)),
