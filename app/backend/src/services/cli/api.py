@@ -31,12 +31,17 @@ def api_command(
 
         instrument_celery()  # the API's messages to the workers carry its trace context
     settings = get_settings()
+    db = open_db()
     if broker_url(settings) is not None:  # a broker that cannot be reached: one line, exit 2
         from services.worker.dispatch import producer_app
         from services.worker.startup_checks import check_broker
 
-        check_broker(producer_app(settings), settings)
-    app = create_app(settings, db=open_db(), dispatch=work_dispatch(settings))
+        try:
+            check_broker(producer_app(settings), settings)
+        except BaseException:
+            db.dispose()
+            raise
+    app = create_app(settings, db=db, dispatch=work_dispatch(settings))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, lifespan="on")
     server = uvicorn.Server(config)
