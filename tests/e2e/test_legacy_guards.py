@@ -125,7 +125,7 @@ def _group_gone(pid: int) -> bool:
     return False
 
 
-def test_kill_switch_mid_run_kills_the_cli_process_group(
+def test_kill_switch_mid_run_kills_the_cli_process_group_and_pauses_the_execution(
         cli: Cli, world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
     def engage_once_waiting(server: ScriptedModelServer) -> None:
@@ -141,8 +141,9 @@ def test_kill_switch_mid_run_kills_the_cli_process_group(
     summary, events = _run(cli, world, tmp_path, monkeypatch, capfd,
                            [tool_calls([cli.noop]), hang(60, text(json.dumps(DONE)))], {},
                            during=engage_once_waiting)
-    assert summary["outcome"] == "killswitch_engaged"
-    assert summary["execution_status"] == "failed" and summary["pr_url"] is None
+    assert summary["outcome"] == "killswitch_engaged" and summary["state"] == "paused"
+    # paused, not failed: queued again, to resume once the switch is released
+    assert summary["execution_status"] == "queued" and summary["pr_url"] is None
     finished = _finished(events)
     assert finished["runtime"] == "legacy" and _group_gone(finished["cli_pid"])
     assert world.api.posts == 0

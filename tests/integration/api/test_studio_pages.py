@@ -33,7 +33,7 @@ from tests.integration.api.browser import (
     text,
     wait,
 )
-from tests.integration.api.helpers import FINAL, create, wait_final
+from tests.integration.api.helpers import create, wait_final
 from tests.integration.api.server import ApiServer, running_api
 from tests.integration.celery_fixtures import claimed_broker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
@@ -341,7 +341,7 @@ def _setting_row(driver: WebDriver, key: str) -> dict[str, str]:
             "source": row.find_element(By.CLASS_NAME, "source").text}
 
 
-def test_the_operator_page_flips_the_cutover_and_the_kill_switch_stops_a_run(
+def test_the_operator_page_flips_the_cutover_and_the_kill_switch_pauses_a_run(
     studio: ApiServer, browser: WebDriver
 ) -> None:
     paid = {"turns": [{"final": "done", "usage": {"input_tokens": 1000, "output_tokens": 50,
@@ -375,18 +375,23 @@ def test_the_operator_page_flips_the_cutover_and_the_kill_switch_stops_a_run(
         browser.find_element(By.ID, "killswitch-toggle").click()
         _confirm(browser)
         wait(browser).until(lambda d: "ENGAGED" in text(d, "killswitch-state"))
-        stopped = wait_final(studio, running)
-        assert stopped["status"] in FINAL and stopped["status"] != "succeeded"
-        assert stopped["error_code"] == "killswitch_engaged"
+        with studio.client(studio.admin) as client:  # paused, not failed: queued again
+            wait(browser, 120).until(lambda d: client.get(
+                f"/api/executions/{running}").json()["paused_reason"] == "killswitch")
+            assert client.get(f"/api/executions/{running}").json()["status"] == "queued"
         for page in ("#/runs", "#/flowcharts", "#/new"):  # its state is shown on every page
             go(browser, studio.url, page)
             assert "ENGAGED" in text(browser, "killswitch-state")
+        go(browser, studio.url, f"#/runs/{running}")
+        wait(browser).until(lambda d: text(d, "run-status") == "paused (kill switch)")
         screenshot(browser, "killswitch-engaged")
         go(browser, studio.url, "#/operators")
         wait(browser).until(lambda d: d.find_elements(By.ID, "killswitch-toggle"))
         browser.find_element(By.ID, "killswitch-toggle").click()
         _confirm(browser)
         wait(browser).until(lambda d: text(d, "killswitch-state") == "released")
+        resumed = wait_final(studio, running, timeout=300)  # released: it resumes and ends
+        assert resumed["status"] == "succeeded" and resumed["paused_reason"] is None
     finally:
         with studio.client(studio.admin) as client:
             client.put("/api/killswitch", json={"engaged": False})

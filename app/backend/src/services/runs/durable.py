@@ -197,7 +197,7 @@ class DurableRun:
         elif run is None:
             run = self._loop(row, request, ws, ctx, events)
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
-            return self._pause(ws.branch)
+            return self._pause(ws.branch, run)
         finalized = None
         if run.succeeded:
             self.lease.update(status=ExecutionStatus.FINALIZING)
@@ -344,7 +344,7 @@ class DurableRun:
         DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(AgentEvent(
             AgentEventKind.FINISHED, self.id, 0, run.summary()))
 
-    def _pause(self, branch: str | None) -> ExecutionOutcome:
+    def _pause(self, branch: str | None, run: RunResult | None = None) -> ExecutionOutcome:
         """The kill switch stopped this attempt before a model or tool call: back to
         ``queued``, marked paused, the lease given up; the journal, the tool-call records and
         the last checkpoint stay for the attempt that resumes it once the switch is released."""
@@ -354,8 +354,10 @@ class DurableRun:
                              ExecutionStatus.QUEUED.value, time.monotonic() - self.started)
         log.info("execution %s paused by the kill switch (queued until it is released)",
                  self.id)
-        return ExecutionOutcome(self.id, "paused", ExecutionStatus.QUEUED, branch=branch,
-                                message="paused by the kill switch: queued until it is released")
+        return ExecutionOutcome(self.id, "paused", ExecutionStatus.QUEUED, run, branch=branch,
+                                message="paused by the kill switch: queued until it is released "
+                                        "(then a worker's reaper, or `studio execute ID`, "
+                                        "resumes it)")
 
     def _end(self, run: RunResult, finalized: Finalized | None,
              branch: str | None) -> ExecutionOutcome:
