@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -183,3 +187,66 @@ def test_tokens_create_prints_the_token_alone_on_the_last_line(api: ApiServer) -
     with api.client(token) as client:
         assert client.get("/api/executions").status_code == 200
         assert client.put("/api/killswitch", json={"engaged": True}).status_code == 403
+
+
+GO_FLAG = ".git/studio-api-killswitch-go"
+WAITING_SCRIPT = {"turns": [
+    {"tool_calls": [{"tool": "command.run", "args": {
+        "argv": ["sh", "-c", f"until [ -e {GO_FLAG} ]; do sleep 0.2; done"], "timeout_s": 600}}]},
+    {"tool_calls": [{"tool": "workspace.write_file",
+                     "args": {"path": "after.txt", "content": "resumed\n"}}]},
+    {"final": "done"},
+]}
+ONE_COMMAND = {"name": "one command", "graph": {
+    "nodes": [{"id": "start", "type": "start", "config": {}},
+              {"id": "say", "type": "command", "config": {"command": "echo hi"}},
+              {"id": "end", "type": "end", "config": {}}],
+    "edges": [{"id": "e0", "source": "start", "target": "say"},
+              {"id": "e1", "source": "say", "target": "end"}]}}
+
+
+def _poll(probe: Callable[[], Any], timeout: float = 180.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if (found := probe()):
+            return found
+        time.sleep(0.1)
+    raise AssertionError("condition not reached in time")
+
+
+def test_the_kill_switch_pauses_a_run_refuses_new_work_and_its_release_resumes_it(
+        api: ApiServer) -> None:
+    """No broker: the API runs the execution itself; the release (here through the settings
+    route) dispatches the paused execution again at once."""
+    execution_id = create(api, WAITING_SCRIPT)
+    with api.client(api.admin) as client:
+        flowchart = client.post("/api/flowcharts", json=ONE_COMMAND).json()["id"]
+        # the waiting command is under way (its record is made once it passed the checks)
+        _poll(lambda: client.get(f"/api/executions/{execution_id}/tool-calls").json()[
+            "tool_calls"])
+        running = client.get(f"/api/executions/{execution_id}").json()
+        assert client.put("/api/killswitch", json={"engaged": True}).json() == {"engaged": True}
+        try:
+            refused = client.post("/api/executions", json={
+                "repo_url": api.repo_url, "provider": "replay", "prompt": "more",
+                "replay_script": WAITING_SCRIPT})
+            assert refused.status_code == 503
+            assert_envelope(refused.json(), ErrorCode.KILLSWITCH_ENGAGED)
+            assert refused.json()["error"]["retryable"] is True
+            refused = client.post(f"/api/flowcharts/{flowchart}/runs", json={})
+            assert refused.status_code == 503
+            assert_envelope(refused.json(), ErrorCode.KILLSWITCH_ENGAGED)
+            (Path(running["workspace"]) / GO_FLAG).touch()
+            paused = _poll(lambda: (row := client.get(
+                f"/api/executions/{execution_id}").json())["paused_reason"] and row)
+            assert (paused["status"], paused["paused_reason"]) == ("queued", "killswitch")
+            assert paused["error_code"] is None and paused["finished_at"] is None
+        finally:
+            released = client.put("/api/settings/killswitch_engaged", json={"value": False})
+        assert released.json() == {"key": "killswitch_engaged", "value": False}
+    row = wait_final(api, execution_id, timeout=240)
+    assert row["status"] == "succeeded" and row["paused_reason"] is None
+    with api.client(api.admin) as client:
+        names = [c["tool_name"] for c in client.get(
+            f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]]
+    assert names == ["command_run", "workspace_write_file"]  # the wait ran once

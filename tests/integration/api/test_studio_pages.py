@@ -368,7 +368,10 @@ def test_the_operator_page_flips_the_cutover_and_the_kill_switch_pauses_a_run(
         browser.find_element(By.ID, f"save-{key}").click()
         wait(browser).until(lambda d: _setting_row(d, key)["value"] == "true")
 
-        running = create(studio, sleeper_script())
+        # 20 distinct steps: below max_iterations (24) and never a loop, so that the resumed
+        # run can finish
+        running = create(studio, {"turns": [*[_command(f"sleep 1; echo step {n}")
+                                              for n in range(20)], {"final": "slept"}]})
         with studio.client(studio.admin) as client:
             wait(browser).until(lambda d: client.get(
                 f"/api/executions/{running}/tool-calls").json()["tool_calls"])
@@ -391,7 +394,8 @@ def test_the_operator_page_flips_the_cutover_and_the_kill_switch_pauses_a_run(
         _confirm(browser)
         wait(browser).until(lambda d: text(d, "killswitch-state") == "released")
         resumed = wait_final(studio, running, timeout=300)  # released: it resumes and ends
-        assert resumed["status"] == "succeeded" and resumed["paused_reason"] is None
+        assert resumed["status"] == "succeeded", (resumed["error_code"], resumed["error_message"])
+        assert resumed["paused_reason"] is None
     finally:
         with studio.client(studio.admin) as client:
             client.put("/api/killswitch", json={"engaged": False})
