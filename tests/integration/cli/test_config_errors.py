@@ -115,6 +115,7 @@ def test_a_broker_url_that_does_not_work_is_one_line_exit_2(
 
 @pytest.mark.parametrize(("variable", "value", "expected"), [
     ("STUDIO_SANDBOX", "sometimes", "Input should be 'auto'"),
+    ("STUDIO_SANDBOX", "sometimes", "(got 'sometimes')"),  # a plain value is shown
     ("STUDIO_SANDBOX_MEMORY_MB", "lots", "valid integer"),
     ("STUDIO_RETENTION_DAYS", "-3", "greater than or equal to 1"),
     ("STUDIO_EXECUTOR", "mainframe", "Input should be 'local' or 'kubernetes'"),

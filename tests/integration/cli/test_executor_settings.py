@@ -16,9 +16,9 @@ STUDIO = [sys.executable, "-m", "services.cli"]
     ({"STUDIO_EXECUTOR": "k8s"}, "'k8s'"),
     ({"STUDIO_EXECUTOR": "kubernetes"}, "STUDIO_KUBE_IMAGE"),
     ({"STUDIO_EXECUTOR": "kubernetes", "STUDIO_KUBE_IMAGE": "s:1",
-      "STUDIO_KUBE_TOLERATIONS": "[{oops"}, "kube_tolerations"),
+      "STUDIO_KUBE_TOLERATIONS": "[{oops"}, "STUDIO_KUBE_TOLERATIONS"),
     ({"STUDIO_KUBE_IMAGE_PULL_POLICY": "Sometimes"}, "'Sometimes'"),
-    ({"STUDIO_KUBE_ACTIVE_DEADLINE_SECONDS": "5"}, "kube_active_deadline_seconds"),
+    ({"STUDIO_KUBE_ACTIVE_DEADLINE_SECONDS": "5"}, "STUDIO_KUBE_ACTIVE_DEADLINE_SECONDS"),
 ])
 def test_a_bad_value_stops_studio_at_start_naming_it(env: dict[str, str], named: str,
                                                       tmp_path: Path) -> None:

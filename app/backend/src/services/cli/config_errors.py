@@ -31,16 +31,32 @@ DATABASE_EXAMPLE = "postgresql://USER:PASSWORD@HOST:PORT/DATABASE"
 
 
 def settings_error_line(exc: ValidationError) -> str:
-    """``studio: invalid configuration: STUDIO_X: problem; STUDIO_Y: problem`` (values are not
-    echoed: one may be a secret)."""
+    """``studio: invalid configuration: STUDIO_X: problem (got 'value'); STUDIO_Y: problem``.
+    The value is echoed (shortened) for plain settings only, never for a secret one (a URL, a
+    token, a key) nor for a structured one (JSON that may hold anything)."""
     problems = []
-    for error in exc.errors(include_input=False, include_url=False):
+    for error in exc.errors(include_url=False):
         location = [str(part) for part in error.get("loc", ())]
         name = "STUDIO_" + location[0].upper() if location else "STUDIO_*"
         where = "".join(f"[{part}]" for part in location[1:])
-        message = str(error.get("msg", "invalid value")).removeprefix("Value error, ")
-        problems.append(f"{name}{where}: {_one_line(message)}")
+        message = _one_line(str(error.get("msg", "invalid value")).removeprefix("Value error, "))
+        value = error.get("input")
+        if location and location[0] in _ECHOED and isinstance(value, str):
+            message += f" (got {value[:60]!r})"
+        problems.append(f"{name}{where}: {message}")
     return "studio: invalid configuration: " + "; ".join(problems or ["invalid value"])
+
+
+def _echoable() -> frozenset[str]:
+    """The settings whose value may be shown: neither secrets nor structured values."""
+    from services.settings import StudioSettings
+
+    hidden = ("SecretStr", "list", "dict")
+    return frozenset(name for name, field in StudioSettings.model_fields.items()
+                     if not any(word in str(field.annotation) for word in hidden))
+
+
+_ECHOED = _echoable()
 
 
 def redact_url(url: str) -> str:
