@@ -30,8 +30,6 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from tests.integration.chaos_world import (  # noqa: E402
-    FINAL,
-    Scenario,
     check_invariants,
     scenario,
     table,
@@ -58,12 +56,6 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _keep_in_flight(run: Scenario, in_flight: int) -> None:
-    unfinished = [s for s in run.statuses().values() if s not in FINAL]
-    if len(unfinished) < in_flight:
-        run.create(in_flight - len(unfinished))
-
-
 def soak(args: argparse.Namespace) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(10**6)
     print(f"soak: seed {seed}, {args.duration_s:.0f}s, {args.workers} workers, "
@@ -71,8 +63,9 @@ def soak(args: argparse.Namespace) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="studio-soak-") as tmp, \
             scenario(Path(tmp), seed, args.workers, args.commands) as run:
+        run.echo = True
         run.rage(started + args.duration_s, tuple(args.gap_s),
-                 between=lambda: _keep_in_flight(run, args.in_flight), echo=True)
+                 between=lambda: run.keep_in_flight(args.in_flight))
         print(f"soak: faults stop; {len(run.ids)} executions created, waiting for them to end",
               flush=True)
         run.wait_final(args.bound_s)

@@ -26,7 +26,7 @@ from sqlalchemy import text
 
 from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
-from services.db.session import Database, open_database
+from services.db.session import Database, create_db_engine, open_database
 from services.settings import StudioSettings
 from tests.conftest import IN_CI
 from tests.integration.celery_fixtures import (
@@ -176,6 +176,7 @@ def events(db: Database, execution_id: str) -> list[tuple[int, str, dict[str, An
 FAULTS = ("worker", "child", "postgres", "redis")
 WORKER_APP = "studio-chaos-worker"  # application_name of the workers' PostgreSQL sessions
 API_APP = "studio-chaos-api"
+HARNESS_APP = "studio-chaos-harness"
 PROVIDER_KEY = "sk-ant-api03-chaosPROVIDERkey0123456789abcdefXYZ"
 LEDGER = "chaos-ledger.txt"
 CHAOS_RUNTIME = {"lease_ttl_s": "4", "heartbeat_s": "1", "reaper_interval_s": "1",
@@ -292,6 +293,7 @@ class Scenario:
     chaos: Chaos
     redis_server: PrivateRedis
     api: Any  # tests.integration.api.server.ApiServer
+    harness_url: str
     rng: random.Random
     seed: int
     nonce: str
@@ -304,6 +306,7 @@ class Scenario:
     fault_log: list[str] = field(default_factory=list)
     created: dict[str, float] = field(default_factory=dict)
     ended: dict[str, float] = field(default_factory=dict)
+    echo: bool = False  # print each fault and each creation as it happens
 
     # -- executions ---------------------------------------------------------------------------
 
@@ -324,11 +327,30 @@ class Scenario:
                 self.tokens[execution_id] = tokens
                 self.created[execution_id] = time.monotonic()
                 made.append(execution_id)
+                if self.echo:
+                    print(f"{time.strftime('%H:%M:%S')} created {execution_id[:8]} "
+                          f"({len(self.ended)} of {len(self.ids)} ended)", flush=True)
         return made
 
+    @contextmanager
+    def database_session(self) -> Iterator[Database]:
+        """The harness's own session (an application name of its own: the faults only end
+        the workers' sessions)."""
+        db = Database(create_db_engine(self.harness_url))
+        try:
+            yield db
+        finally:
+            db.dispose()
+
     def statuses(self) -> dict[str, str]:
-        with self.chaos.database_session() as db:
+        with self.database_session() as db:
             return {i: r.status for i, r in rows(db, self.ids).items()}
+
+    def keep_in_flight(self, count: int) -> None:
+        """Create executions so that ``count`` are unfinished."""
+        ended = self.note_ended()
+        if len(self.ids) - ended < count:
+            self.create(count - (len(self.ids) - ended))
 
     def note_ended(self) -> int:
         """Record when executions were first seen final; answers how many are."""
@@ -392,12 +414,11 @@ class Scenario:
         return line
 
     def rage(self, until: float, gap_s: tuple[float, float], *, rounds: int | None = None,
-             between: Callable[[], None] = lambda: None, echo: bool = False) -> None:
+             between: Callable[[], None] = lambda: None) -> None:
         """Faults at random intervals until ``until`` (monotonic), or ``rounds`` rounds are
         done, or (with ``rounds``) every execution has ended once every kind was done. Kinds
         come in rounds, each a seeded shuffle of all :data:`FAULTS`; a kind with nothing to hit
-        is tried again at the next interval. ``between`` runs every half second meanwhile; with
-        ``echo`` each fault is printed as it is done."""
+        is tried again at the next interval. ``between`` runs every half second meanwhile."""
         pending: list[str] = []
         done_rounds = 0
         while time.monotonic() < until:
@@ -414,8 +435,8 @@ class Scenario:
             if self.inject(pending[0]):
                 pending.pop(0)
                 done_rounds += not pending
-                if echo:
-                    print(f"fault {self.fault_log[-1]}", flush=True)
+                if self.echo:
+                    print(f"{self.fault_log[-1]}", flush=True)
 
     def wait_final(self, bound_s: float) -> None:
         deadline = time.monotonic() + bound_s
@@ -476,9 +497,9 @@ def all_rows_text(db: Database) -> dict[str, str]:
 
 def check_invariants(scenario: Scenario, bound_s: float) -> list[Invariant]:
     """The invariants, each with a one-line detail (what broke it, or what was counted)."""
-    chaos, world = scenario.chaos, scenario.chaos.world
+    world = scenario.chaos.world
     found: list[Invariant] = []
-    with chaos.database_session() as db:
+    with scenario.database_session() as db:
         final = rows(db, scenario.ids)
         late = [i[:8] for i in scenario.ids if i not in scenario.ended
                 or scenario.ended[i] - scenario.created[i] > bound_s]
@@ -557,5 +578,6 @@ def scenario(root: Path, seed: int, workers: int = 2, commands: int = 3) -> Iter
             chaos.start_worker()
         env = {**chaos.env(), "STUDIO_DATABASE_URL": with_application_name(plain_url, API_APP)}
         with api_process(env, chaos.world.url) as api:
-            yield Scenario(chaos, server, api, random.Random(seed), seed,
+            yield Scenario(chaos, server, api, with_application_name(plain_url, HARNESS_APP),
+                           random.Random(seed), seed,
                            f"{random.Random(seed).randrange(10**8):08d}", workers, commands)
