@@ -141,6 +141,29 @@ def test_a_dispatched_execution_never_claimed_is_found_once_per_bound(db: Databa
     assert never_sent not in store.unclaimed(older_than_s=0)  # no message: not the reaper's
 
 
+def test_an_expired_execution_is_sent_again_once_per_bound_not_once_per_pass(
+        db: Database) -> None:
+    """Issue 16 (the chaos soak): while an expired execution waited for a free worker slot,
+    every reaper pass of every worker sent it again, dozens of redundant messages per
+    execution. Now one reaper pass sends it, and the next send is due after the bound."""
+    from services.db.runtime_settings import SettingsRepository
+    from services.runs.reaper import reap_expired
+
+    SettingsRepository(db).set("queued_timeout_s", 0.3)
+    store = LeaseStore(db)
+    expired, held = new_execution(db), new_execution(db)
+    assert store.claim(expired, "dead-worker", ttl_s=0.0) == 1
+    assert store.claim(held, "live-worker", ttl_s=60) == 1
+    time.sleep(0.01)
+    sent: list[str] = []
+    assert reap_expired(db, sent.append) == [expired]
+    assert reap_expired(db, sent.append) == []  # a second reaper, at once: already sent
+    assert store.expired() == [expired]  # still expired, waiting for a slot
+    time.sleep(0.4)
+    assert reap_expired(db, sent.append) == [expired]  # the bound passed: its message is lost?
+    assert sent == [expired, expired]
+
+
 def test_a_holder_that_cannot_renew_stops_itself_before_its_lease_expires(
         postgres_db: Database) -> None:
     """The database stops answering the heartbeat (the row is locked elsewhere, as a hung or

@@ -45,6 +45,7 @@ def test_the_thread_runs_passes_until_stopped(worker_settings: StudioSettings,
                                               worker_db: Database) -> None:
     expired = _claimed(worker_db, expired=True)
     SettingsRepository(worker_db).set("reaper_interval_s", 0.1)
+    SettingsRepository(worker_db).set("queued_timeout_s", 0.3)  # the bound between two sends
     sent: list[str] = []
     loop = ReaperLoop(worker_settings, sent.append)
     loop.start()
@@ -57,4 +58,4 @@ def test_the_thread_runs_passes_until_stopped(worker_settings: StudioSettings,
         loop.stop()
         loop.join(30)
     assert not loop.is_alive()
-    assert sent[:2] == [expired, expired]  # dispatched again until someone claims it
+    assert sent[:2] == [expired, expired]  # sent again, once per bound, until claimed

@@ -53,10 +53,10 @@ def api_command(
 def work_dispatch(settings: StudioSettings) -> WorkDispatch:
     """The API's dispatch port, made of the worker's dispatchers (the API never imports them)."""
     from services.api.dispatch import WorkDispatch
-    from services.worker.dispatch import dispatch_execution
+    from services.worker.dispatch import dispatch_or_defer
     from services.worker.flowchart_tasks import flowchart_dispatch
     from services.worker.names import broker_url
 
-    return WorkDispatch(execution=lambda execution_id: dispatch_execution(execution_id, settings),
+    return WorkDispatch(execution=lambda execution_id: dispatch_or_defer(execution_id, settings),
                         brokered=broker_url(settings) is not None,
                         flowchart_nodes=flowchart_dispatch(settings))

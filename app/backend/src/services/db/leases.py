@@ -98,6 +98,26 @@ class LeaseStore:
         with self.db.session() as session:
             return list(session.scalars(query))
 
+    def expired_to_resend(self, resend_after_s: float, *, limit: int = 100) -> list[str]:
+        """The :meth:`expired` executions not dispatched within the last ``resend_after_s``,
+        each stamped dispatched in the same statement: while an expired execution waits for a
+        free worker slot, the reapers send it once per ``resend_after_s`` instead of once per
+        pass each (a queue flooded with redundant messages, found by the chaos soak)."""
+        now = utcnow()
+        due = (select(NodeExecution.id)
+               .where(NodeExecution.status.in_(sorted(ACTIVE_STATUSES)),
+                      NodeExecution.lease_expires_at.is_not(None),
+                      NodeExecution.lease_expires_at < now,
+                      or_(NodeExecution.dispatched_at.is_(None),
+                          NodeExecution.dispatched_at < now - timedelta(seconds=resend_after_s)))
+               .order_by(NodeExecution.lease_expires_at).limit(limit))
+        statement = (update(NodeExecution)
+                     .where(NodeExecution.id.in_(due.scalar_subquery()),
+                            NodeExecution.lease_expires_at < now)
+                     .values(dispatched_at=now).returning(NodeExecution.id))
+        with self.db.session() as session:
+            return sorted(session.scalars(statement))
+
     def mark_dispatched(self, execution_id: str) -> None:
         """Record that a worker message is being sent for the execution (now)."""
         with self.db.session() as session:

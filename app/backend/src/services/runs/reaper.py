@@ -57,13 +57,19 @@ Dispatch = Callable[[str], Any]
 def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
     """Dispatch every execution whose lease expired; answers their ids.
 
+    An execution already sent within the last ``queued_timeout_s`` (by this reaper or another)
+    is left alone: its message waits for a free worker slot, or, lost, is sent again once that
+    bound has passed.
+
     An execution that already had ``max_attempts`` attempts (its lease epoch) is not dispatched
     again: it crashed its process every time, so it is failed (and its stream ended) instead.
     """
     store = LeaseStore(db)
-    max_attempts = int(SettingsRepository(db).get("max_attempts"))
+    settings = SettingsRepository(db)
+    max_attempts = int(settings.get("max_attempts"))
+    resend_after_s = float(settings.get("queued_timeout_s"))
     dispatched = []
-    for execution_id in store.expired(limit=limit):
+    for execution_id in store.expired_to_resend(resend_after_s, limit=limit):
         row = ExecutionRepository(db).get(execution_id)
         if row is not None and row.lease_epoch >= max_attempts:
             give_up(db, execution_id, row.lease_epoch)

@@ -10,7 +10,9 @@ a worker runs. Call it after the transaction that recorded the execution has com
 Before a message is sent, the execution's ``dispatched_at`` is stamped: should the message be
 lost (taken by a worker that dies before claiming the execution, or never sent at all), the
 reaper dispatches the execution again once it has stayed queued ``queued_timeout_s`` after
-that (see :func:`services.runs.reaper.reap_unclaimed`).
+that (see :func:`services.runs.reaper.reap_unclaimed`). That is also why
+:func:`dispatch_or_defer` (what the API dispatches with) treats a broker it cannot reach as a
+delay, not a failure: the execution is recorded and stamped, and the reaper sends it.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ import os
 import threading
 
 from celery import Celery
+from kombu.exceptions import KombuError
 
 from services.db.leases import LeaseStore
 from services.db.session import Database, open_database, resolve_url
@@ -88,3 +91,23 @@ def dispatch_execution(execution_id: str,
                        settings: StudioSettings | None = None) -> Admission | None:
     """Run ``execution_id`` through a worker (broker configured) or in this process (no broker)."""
     return Dispatcher(settings or get_settings())(execution_id)
+
+
+BROKER_UNREACHABLE = (KombuError, OSError)
+"""What sending a message raises when the broker cannot be reached (kombu wraps the client's
+connection errors in its ``OperationalError``)."""
+
+
+def dispatch_or_defer(execution_id: str,
+                      settings: StudioSettings | None = None) -> Admission | None:
+    """:func:`dispatch_execution`, except that a broker that cannot be reached (down, being
+    restarted) defers the execution instead of failing the caller: it is recorded and stamped
+    dispatched, so a reaper sends it once it has stayed queued ``queued_timeout_s``. Answers
+    ``None`` then, and logs one line (the error's type only: a broker URL may hold a password)."""
+    try:
+        return dispatch_execution(execution_id, settings)
+    except BROKER_UNREACHABLE as exc:
+        log.warning("execution %s recorded but not sent: the broker is unreachable (%s); a "
+                    "reaper sends it again after queued_timeout_s", execution_id,
+                    type(exc).__name__)
+        return None
