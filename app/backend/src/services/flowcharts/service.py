@@ -29,6 +29,7 @@ from services.db.flowcharts import (
     run_nodes,
     run_to_json,
 )
+from services.db.mcp_servers import McpServerRepository
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.session import Database, Session
 from services.db.status import FINAL_STATUSES
@@ -39,6 +40,7 @@ from services.flowcharts.graph import (
     AgentConfig,
     FlowchartGraph,
     NodeState,
+    check_mcp_servers,
     validate_graph,
 )
 from services.flowcharts.nodes import NodeJob, NodeOutcome, NodeRunner, agent_outcome
@@ -80,6 +82,7 @@ class FlowchartRunService:
         """
         graph = FlowchartGraph.model_validate(self.flowcharts.get(flowchart_id).graph)
         validate_graph(graph)
+        check_mcp_servers(graph, McpServerRepository(self.db, self.settings).names())
         limit = max_node_executions or self.settings.flowchart_max_node_executions
         with self.db.session() as session:
             run = FlowchartRun(flowchart_id=flowchart_id, status="running", inputs=inputs or {},

@@ -60,6 +60,7 @@ from services.repos.workspaces import (
     provision_workspace,
     remote_branch_sha,
 )
+from services.runs.agent_setup import stored_mcp
 from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
 from services.runs.claimed_changes import claimed_changes
 from services.runs.finalize import Finalized, FinalizeRequest, finalize
@@ -298,7 +299,9 @@ class DurableRun:
         wiring = self._wiring(row, request, ws, events, buffered=True)
         return run_loop(self.settings, LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
-            rebuild_messages(events) or None, trace_links=_earlier_attempts(events)),
+            rebuild_messages(events) or None, trace_links=_earlier_attempts(events),
+            profile=request.profile, events=tuple(events),
+            mcp=stored_mcp(self.db, self.settings, request.profile, self.redactor)),
             ctx, wiring, self.sinks, self.redactor)
 
     # -- the end ------------------------------------------------------------------------------

@@ -29,6 +29,7 @@ from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
+from services.runs.agent_setup import stored_mcp
 from services.runs.durable import execute_execution
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
@@ -119,7 +120,9 @@ class ExecutionService:
             journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
             control=DbRunControl(self.db, execution_id))
         inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
-                            request.prompt, request.script)
+                            request.prompt, request.script, profile=request.profile,
+                            mcp=stored_mcp(self.db, self.settings, request.profile,
+                                           self.redactor))
         if legacy:
             return run_legacy(self.settings, inputs, ctx, wiring, sinks, self.redactor)
         return run_loop(self.settings, inputs, ctx, wiring, sinks, self.redactor)
