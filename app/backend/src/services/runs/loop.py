@@ -25,6 +25,7 @@ import anyio
 from services.composition import EngineRequest, build_engine
 from services.db.budget import DbBudget
 from services.db.journal import DbEventSink
+from services.db.mcp_servers import secret_values
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
@@ -175,6 +176,8 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
     with contextlib.ExitStack() as stack:
         mcp = agent_mcp_config(settings, inputs.mcp)
         if mcp is not None:
+            for value in secret_values(mcp):  # env and headers of every server in use
+                redactor.add(value)
             # The MCP client (about 0.4 s of imports) only when MCP servers are configured.
             from services.execution.mcp.bridge import McpHub
 

@@ -114,7 +114,7 @@ class ExecutionService:
         wiring = LoopWiring.build(
             self.db, execution_id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides},
-            store=DbIdempotencyStore(self.db),
+            store=DbIdempotencyStore(self.db, self.redactor),  # MCP secrets join it below
             # the loop's journal commits at the points resume needs and is flushed by the loop;
             # the legacy runtime writes each event as it comes
             journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
