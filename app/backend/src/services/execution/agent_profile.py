@@ -63,8 +63,8 @@ def parse_model_choice(value: object, providers: Iterable[str]) -> ModelChoice:
     if isinstance(value, ModelChoice):
         provider, model = value.provider, value.model
     elif isinstance(value, str):
-        provider, _, rest = value.partition(":")
-        model = rest or None
+        provider, colon, rest = value.partition(":")
+        model = rest if colon else None
     elif isinstance(value, Mapping):
         extra = set(value) - {"provider", "model"}
         if extra:
