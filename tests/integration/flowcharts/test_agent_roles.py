@@ -147,3 +147,21 @@ def test_an_implementer_gets_every_tool_and_a_tester_the_commands_too(
     assert first == {s.name for s in specs}
     assert second == {s.name for s in specs if not s.mutates or s.domain == "command"}
     assert "command_run" in second and "workspace_write_file" not in second
+
+
+def test_a_node_on_the_legacy_runtime_with_a_role_is_refused_not_run_without_it(
+        db: Database, settings: StudioSettings, ws: Path) -> None:
+    """The provider's own CLI would apply no role: a reviewer that could write. Refused."""
+    graph = {"nodes": [
+        node("start", "start"),
+        node("review", "agent", provider="codex", prompt="Review.", role="reviewer",
+             __agent_runtime_cutover_enabled=False),
+        node("end", "end"),
+    ], "edges": edges(("start", "review"), ("review", "end"))}
+    service = FlowchartRunService(db, settings)
+    run = service.get(service.start(create(db, graph), workspace=str(ws)))
+    assert run["status"] == "failed"
+    review = run["nodes"]["review"]
+    assert review["error_code"] == "unsupported_capability"
+    assert "legacy runtime" in review["error_message"]
+    assert ExecutionRepository(db).tool_calls(review["execution_id"]) == []

@@ -73,6 +73,7 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
+from services.runs.legacy_agent import legacy_profile_refusal
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
@@ -143,7 +144,8 @@ class DurableRun:
         if row.base_commit is not None:
             record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
-        refusal = cutover_refusal(row.settings_snapshot, row.provider)
+        refusal = cutover_refusal(row.settings_snapshot, row.provider) \
+            or legacy_profile_refusal(row.settings_snapshot, request.profile)
         if refusal is not None:
             failed = _failed_run(row, refusal)
             self._journal_end(failed)

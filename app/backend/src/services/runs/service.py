@@ -31,6 +31,7 @@ from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.runs.agent_setup import stored_mcp
 from services.runs.durable import execute_execution
+from services.runs.legacy_agent import legacy_profile_refusal
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, create_execution
@@ -81,7 +82,8 @@ class ExecutionService:
         row = self.executions.get(execution_id)
         if row is None:
             raise UnknownExecution(execution_id)
-        refusal = cutover_refusal(row.settings_snapshot, request.provider)
+        refusal = cutover_refusal(row.settings_snapshot, request.provider) \
+            or legacy_profile_refusal(row.settings_snapshot, request.profile)
         if refusal is not None:
             return self._end(failed_run(execution_id, request.provider, request.model or "",
                                         refusal.code, refusal.message))
