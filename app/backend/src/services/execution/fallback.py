@@ -3,7 +3,7 @@
 :class:`ModelFallback` holds the models still to try and a builder (the composition root's: it
 knows the workspace, the scratch directory, the credentials). FrontierAgent asks it for the next
 engine when a model call ends in ``provider_unavailable`` after every retry (a 429/5xx/overloaded
-answer, a refused connection, a timeout of the SDK), journals a ``model_fallback`` event and goes
+answer, a refused connection), journals a ``model_fallback`` event and goes
 on with the conversation so far: a turn-based engine takes the neutral history as it is; a
 self-driving engine (claude), which starts a session of its own, gets the task followed by a
 digest of that history (:func:`conversation_digest`).
