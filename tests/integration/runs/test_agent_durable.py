@@ -99,5 +99,8 @@ def test_a_resumed_execution_starts_at_the_model_it_fell_back_to(
         openai = server.requests_for("openai")
     assert outcome.status == "succeeded", outcome
     assert openai == []  # codex was not asked again
+    finished = [e.data for e in ExecutionRepository(db).events(execution_id)
+                if e.kind == "finished"]
+    assert finished[-1]["finished_with"] == {"provider": "gemini", "model": "gemini-2.5-pro"}
     row = ExecutionRepository(db).get(execution_id)
     assert row is not None and row.provider == "codex"  # the row keeps the first model

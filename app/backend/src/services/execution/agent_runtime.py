@@ -417,7 +417,8 @@ class FrontierAgent:
         )
         data = run.summary()
         data["parsed_result"] = parsed
-        if self.deps.fallback is not None and self.deps.fallback.tried:  # not the first model
+        fallback = self.deps.fallback
+        if fallback is not None and (fallback.tried or fallback.offset):  # not the first model
             data["finished_with"] = {"provider": self.engine.provider, "model": self.engine.model}
         data.update(extra or {})
         self._emit(AgentEventKind.FINISHED, cycle, data)

@@ -78,4 +78,4 @@ def model_plan(chain: Sequence[ModelChoice], events: Sequence[tuple[str, dict[st
     start = resume_position(chain, events)
     rest = list(chain[start + 1:])
     return ModelPlan(chain[start],
-                     ModelFallback(rest, build, offset=start) if rest else None)
+                     ModelFallback(rest, build, offset=start) if rest or start else None)
