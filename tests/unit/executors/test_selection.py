@@ -78,6 +78,14 @@ def test_only_non_secret_settings_are_forwarded() -> None:
     assert "STUDIO_GITHUB_API_URL" in forwarded
 
 
+def test_price_overrides_reach_the_executor_pod_as_json_the_pod_reads_back() -> None:
+    assert "STUDIO_MODEL_PRICES" not in forwarded_environment(_kube())  # none configured
+    prices = '{"gpt-5.1": {"input": 1.5, "output": 8, "cached_input": 0.1}}'
+    forwarded = forwarded_environment(_kube(model_prices=prices))
+    again = StudioSettings(model_prices=forwarded["STUDIO_MODEL_PRICES"])
+    assert again.model_prices == {"gpt-5.1": {"input": 1.5, "output": 8.0, "cached_input": 0.1}}
+
+
 def test_a_kubeconfig_that_is_not_there_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         kube_api_client(_kube(kubeconfig=tmp_path / "missing"))

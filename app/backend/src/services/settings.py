@@ -66,6 +66,9 @@ class StudioSettings(BaseSettings):
     # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
+    # STUDIO_MODEL_PRICES: JSON object of price overrides, USD per 1M tokens, e.g.
+    # {"gpt-5.1": {"input": 1.0, "output": 8.0, "cached_input": 0.1}} (services.execution.pricing).
+    model_prices: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)
     # The Claude Code CLI of the legacy runtime (default: the one bundled in claude-agent-sdk).
     legacy_claude_cli: Path | None = None
     # Where the npm-installed agent CLIs (codex, gemini) are; default: the project's
@@ -135,6 +138,11 @@ class StudioSettings(BaseSettings):
                 raise ValueError(f"not JSON: {exc}") from exc
         return value
 
+    @field_validator("model_prices", mode="before")
+    @classmethod
+    def _prices(cls, value: object) -> object:
+        return model_price_overrides(value)
+
     @field_validator("kube_image")
     @classmethod
     def _kubernetes_needs_an_image(cls, value: str | None, info: ValidationInfo) -> str | None:
@@ -143,6 +151,37 @@ class StudioSettings(BaseSettings):
             raise ValueError("STUDIO_EXECUTOR=kubernetes needs STUDIO_KUBE_IMAGE (the executor "
                              "image the Job runs)")
         return value
+
+
+PRICE_FIELDS = frozenset({"input", "output", "cached_input"})
+
+
+def model_price_overrides(value: object) -> dict[str, dict[str, float]]:
+    """``STUDIO_MODEL_PRICES`` checked: model name -> {input, output[, cached_input]}, USD per
+    1M tokens, each a number from 0 to 10 000."""
+    if isinstance(value, str):
+        if not value.strip():
+            return {}
+        try:
+            value = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"not JSON: {exc}") from exc
+    if not isinstance(value, dict):
+        raise ValueError("a JSON object of model name -> {input, output, cached_input}")
+    prices: dict[str, dict[str, float]] = {}
+    for name, price in value.items():
+        if not isinstance(name, str) or not 0 < len(name) <= 200:
+            raise ValueError("a model name has 1 to 200 characters")
+        if not isinstance(price, dict) or not {"input", "output"} <= set(price) <= PRICE_FIELDS:
+            raise ValueError(f"the price of {name[:50]!r} is {{input, output[, cached_input]}}")
+        checked: dict[str, float] = {}
+        for key, number in price.items():
+            if isinstance(number, bool) or not isinstance(number, int | float) \
+                    or not 0 <= number <= 10_000:
+                raise ValueError(f"{name[:50]!r}.{key} is a number from 0 to 10000")
+            checked[key] = float(number)
+        prices[name.lower()] = checked
+    return prices
 
 
 def is_production(settings: StudioSettings) -> bool:

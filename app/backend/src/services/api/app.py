@@ -39,6 +39,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "flowcharts",
     "run_artifacts",
     "operators",
+    "mcp_servers",
 )
 
 API_PREFIX = "/api/"

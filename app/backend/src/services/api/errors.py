@@ -40,6 +40,9 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.WORKSPACE_REFUSED: 422,
     ErrorCode.REQUEST_TOO_LARGE: 413,
     ErrorCode.LIMIT_ABOVE_CEILING: 403,
+    ErrorCode.UNKNOWN_ROLE: 422,
+    ErrorCode.UNKNOWN_MCP_SERVER: 422,
+    ErrorCode.MCP_SERVER_EXISTS: 409,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {

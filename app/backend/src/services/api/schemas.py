@@ -7,6 +7,12 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 Provider = Literal["codex", "gemini", "claude", "replay"]
+ModelEntry = str | dict[str, Any]  # "provider[:model]" or {"provider": ..., "model": ...}
+ROLE_HELP = "implementer | reviewer | tester: a prompt and a tool subset (docs: agents)."
+SYSTEM_PROMPT_HELP = "Text added to the system prompt (at most 32000 characters)."
+MCP_SERVERS_HELP = "Stored MCP servers (GET /api/mcp-servers) this agent gets; none by default."
+MODELS_HELP = ("Models in the order they are tried when a provider stays unavailable; the first "
+               "is provider/model.")
 EXECUTION_ID_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$"
 
 
@@ -38,6 +44,10 @@ class ExecutionCreate(BaseModel):
     replay_script: dict[str, Any] | None = Field(
         default=None, description="The replay provider's script, inline (required for replay).")
     limits: RunLimits | None = None
+    role: str | None = Field(default=None, max_length=50, description=ROLE_HELP)
+    system_prompt: str | None = Field(default=None, description=SYSTEM_PROMPT_HELP)
+    mcp_servers: list[str] | None = Field(default=None, description=MCP_SERVERS_HELP)
+    models: list[ModelEntry] | None = Field(default=None, description=MODELS_HELP)
 
 
 class ExecutionCreated(BaseModel):

@@ -72,6 +72,28 @@ def _runtime_reason(execution: dict[str, Any]) -> str:
     return f"{chosen.get('setting')}={value} ({chosen.get('source')})"
 
 
+def agent_rows(execution: dict[str, Any]) -> dict[str, str]:
+    """The agent's role, prompt, MCP servers and models, the price overrides in force and each
+    model fallback, as ``show`` prints them."""
+    snapshot = execution.get("settings_snapshot") or {}
+    agent = snapshot.get("agent") or {}
+    rows = {
+        "role": str(agent.get("role") or ""),
+        "system_prompt": f"{len(agent.get('system_prompt') or '')} characters",
+        "mcp_servers": ", ".join(agent.get("mcp_servers") or []),
+        "models": ", ".join(f"{m['provider']}:{m.get('model') or '(default)'}"
+                            for m in agent.get("models") or []),
+        "price_overrides": _compact(snapshot.get("price_overrides") or {}),
+    }
+    for index, event in enumerate(execution.get("model_fallbacks") or [], start=1):
+        source, target = event.get("from") or {}, event.get("to") or {}
+        reason = event.get("reason") or {}
+        rows[f"model_fallback_{index}"] = (
+            f"{source.get('provider')}:{source.get('model')} -> {target.get('provider')}:"
+            f"{target.get('model')} ({reason.get('code')}: {reason.get('message')})")
+    return rows
+
+
 def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     from rich.table import Table
 
@@ -85,6 +107,8 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     summary.add_row("runtime_reason", _runtime_reason(execution))
     for key in ("settings_snapshot", "limits", "usage"):
         summary.add_row(key, _compact(execution[key]))
+    for key, value in agent_rows(execution).items():
+        summary.add_row(key, value)
     console.print(summary)
     calls_table = Table("cycle", "call_id", "tool", "ok", "error_code", "duration_ms")
     for call in calls:
@@ -109,12 +133,14 @@ def show(
         repository = ExecutionRepository(db)
         row = repository.get(execution_id)
         calls = [tool_call_to_json(c) for c in repository.tool_calls(execution_id)]
+        fallbacks = [dict(e.data) for e in repository.events(execution_id)
+                     if e.kind == "model_fallback"]
     finally:
         db.dispose()
     if row is None:
         typer.echo(f"studio: no execution {execution_id}", err=True)
         raise typer.Exit(1)
-    execution = execution_to_json(row)
+    execution = {**execution_to_json(row), "model_fallbacks": fallbacks}
     if as_json:
         typer.echo(_compact({**execution, "tool_calls": calls}))
     else:

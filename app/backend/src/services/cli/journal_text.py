@@ -100,6 +100,11 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
         return lines
     if kind == "finalize":
         return [prefix + finalize_line(data)]
+    if kind == "model_fallback":  # services.execution.fallback
+        source, target = data.get("from") or {}, data.get("to") or {}
+        reason = data.get("reason") or {}
+        return [f"{prefix}model fallback: {source.get('provider')}:{source.get('model')} -> "
+                f"{target.get('provider')}:{target.get('model')} ({reason.get('code')})"]
     return []
 
 

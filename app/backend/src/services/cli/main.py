@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
+from services.cli import mcp as mcp_cli
 from services.cli.api import api_command
 from services.cli.config_errors import EXIT_CONFIG, config_error_line, settings_error_line
 from services.cli.execute import execute_command
@@ -42,6 +43,7 @@ app.add_typer(runtime_settings.app, name="settings")
 app.command("killswitch")(runtime_settings.killswitch)
 app.add_typer(integrations.app, name="integrations")
 app.add_typer(executions.app, name="executions")
+app.add_typer(mcp_cli.app, name="mcp")
 app.command("providers")(providers_command)
 app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")

@@ -23,6 +23,7 @@ from services.execution.errors import ConfigError, ExecutionError
 from services.settings import get_settings
 
 if TYPE_CHECKING:
+    from services.execution.agent_profile import AgentProfile
     from services.runs.request import ExecutionRequest
 
 
@@ -52,11 +53,21 @@ def run_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print each command's output tails as it ends.")] = False,
+    role: Annotated[str | None, typer.Option(
+        help="implementer | reviewer | tester: a prompt and a tool subset.")] = None,
+    system_prompt: Annotated[str | None, typer.Option(
+        "--system-prompt", help="Text added to the agent's system prompt.")] = None,
+    mcp_servers: Annotated[list[str] | None, typer.Option(
+        "--mcp-server", help="A stored MCP server this agent gets (repeatable).")] = None,
+    models: Annotated[list[str] | None, typer.Option(
+        "--models", help="provider[:model], in the order tried when a provider stays "
+        "unavailable; the first is --provider/--model (repeatable).")] = None,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
     from services.cli.live import LiveConsoleSink
     from services.cli.telemetry import start_tracing
+    from services.execution.agent_profile import primary_model
     from services.execution.providers.profiles import PROFILES, PROVIDERS
     from services.runs.request import ExecutionRequest
     from services.runs.service import ExecutionService
@@ -68,19 +79,23 @@ def run_command(
         _usage_error("give exactly one of --workspace DIR and --repo URL")
     if PROFILES[provider].needs_script and script is None:
         _usage_error(f"the {provider} provider needs --script FILE")
+    profile = _profile(provider, model, role, system_prompt, mcp_servers, models)
+    model = model or primary_model(profile)
     overrides = {k: v for k, v in {"max_iterations": max_iterations,
                                    "max_budget_usd": max_budget_usd}.items() if v is not None}
     if repo is not None:
         _run_repo(ExecutionRequest(
             provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
             pull_request=pull_request, script=_script(script), github_repo=github_repo,
-            allow_local=True, limit_overrides=overrides), keep_workspace, json_output, verbose)
+            allow_local=True, limit_overrides=overrides, profile=profile), keep_workspace,
+            json_output, verbose)
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
     service = ExecutionService(open_db(), get_settings())
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
-                               model=model, script=script, limit_overrides=overrides)
+                               model=model, script=script, limit_overrides=overrides,
+                               profile=profile)
     try:
         result = service.run(request, sinks=[LiveConsoleSink(verbose=verbose)]).run
     except ConfigError as exc:
@@ -91,6 +106,18 @@ def run_command(
     else:
         typer.echo(result.result.model_dump_json(indent=2))
     raise typer.Exit(0 if result.succeeded else 1)
+
+
+def _profile(provider: str, model: str | None, role: str | None, system_prompt: str | None,
+             mcp_servers: list[str] | None, models: list[str] | None) -> AgentProfile:
+    from services.execution.agent_profile import ProfileError
+    from services.execution.profile_checks import agent_profile
+
+    try:
+        return agent_profile(provider, model, role=role, system_prompt=system_prompt,
+                             mcp_servers=mcp_servers or None, models=models or None)
+    except ProfileError as exc:
+        _usage_error(f"{exc.code}: {exc.message}")
 
 
 def _script(path: Path | None) -> dict[str, Any] | None:

@@ -27,7 +27,8 @@ from services.execution.conversation import (
     elide_old_outputs,
     repair_interrupted,
 )
-from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable
+from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable, StudioError
+from services.execution.fallback import ModelFallback, session_prompt
 from services.execution.guards import AgentLimits, LoopDetector, RetryPolicy
 from services.execution.messages import (
     Message,
@@ -93,6 +94,12 @@ class AgentDeps:
     # that content passes through before it goes into a span (none: no content in spans).
     trace_links: tuple[str, ...] = ()
     trace_content: ContentFilter | None = None
+    # The agent's role prompt and its author's own instructions (services.execution.roles,
+    # services.execution.agent_profile), and the models that take over when the provider stays
+    # unavailable (services.execution.fallback).
+    role_prompt: str = ""
+    node_prompt: str = ""
+    fallback: ModelFallback | None = None
 
 
 class FrontierAgent:
@@ -105,7 +112,8 @@ class FrontierAgent:
                                  parameters=s.neutral_schema())
                       for s in deps.dispatcher.registry.specs()]
         instructions = repository_instructions(deps.ctx.resolved_workspace_root())
-        self.system = system_prompt(deps.task_kind, self.tools, instructions)
+        self.system = system_prompt(deps.task_kind, self.tools, instructions,
+                                    role_prompt=deps.role_prompt, node_prompt=deps.node_prompt)
         self.usage = UsageAccumulator(deps.prices)
         if deps.spent is not None:  # a resumed execution keeps counting from where it was
             self.usage.input_tokens = deps.spent.input_tokens
@@ -148,10 +156,17 @@ class FrontierAgent:
 
     async def _run(self, task: str, messages: list[Message], cycle: int) -> RunResult:
         try:
-            engine = self.engine
-            if isinstance(engine, SelfDrivingEngine):
-                return await self._run_session(engine, task, messages)
-            return await self._run_turns(engine, messages, cycle)
+            while True:
+                engine = self.engine
+                try:
+                    if isinstance(engine, SelfDrivingEngine):
+                        prompt = session_prompt(task, messages)
+                        return await self._run_session(engine, prompt, messages)
+                    return await self._run_turns(engine, messages, cycle)
+                except ProviderUnavailable as exc:
+                    if not await self._fall_back(exc, cycle):
+                        raise
+                    cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
         except StopRun as stop:
             return self.finish(stop.outcome, messages, cycle, code=stop.code,
                                 message=stop.message)
@@ -282,6 +297,7 @@ class FrontierAgent:
             "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
                       "cost_usd": step.cost_usd},
             "total": self.totals().model_dump(mode="json"), "semantic": usage.semantic.value,
+            "model": model, "price": self.deps.prices.describe(model),
         })
         return step.cost_usd
 
@@ -354,6 +370,39 @@ class FrontierAgent:
             record_usage(span, session.usage.input_tokens, session.usage.output_tokens, cost)
         record.model_call(engine.provider, engine.model, seconds)
 
+    # -- model fallback -----------------------------------------------------------------------
+    async def _fall_back(self, reason: ProviderUnavailable, cycle: int) -> bool:
+        """Hand over to the next model of ``models`` that can be built; False when none is
+        left. Each switch is a ``model_fallback`` event (from, to, reason, position)."""
+        fallback = self.deps.fallback
+        if fallback is None:
+            return False
+        old = self.engine
+        if isinstance(old, SelfDrivingEngine) and old.last_outcome is not None:
+            self.account(old.last_outcome.usage, old.model, cycle)  # what the session used
+        while (step := fallback.next()) is not None:
+            choice, build = step
+            try:
+                engine = build()
+            except StudioError as exc:
+                self._warn("model_fallback_failed", f"{choice.label()} cannot take over: "
+                           f"{exc.message}", cycle)
+                continue
+            self._emit(AgentEventKind.MODEL_FALLBACK, cycle, {
+                "from": {"provider": old.provider, "model": old.model},
+                "to": {"provider": engine.provider, "model": engine.model},
+                "reason": {"code": reason.code.value, "message": reason.message},
+                "position": len(fallback.tried) + fallback.offset,
+            })
+            if not isinstance(old, SelfDrivingEngine):
+                await old.aclose()
+            self.engine = engine
+            self.runner.provider = engine.provider
+            self.runner.inline = not isinstance(engine, SelfDrivingEngine)
+            self.usage.new_session()
+            return True
+        return False
+
     # -- the end ------------------------------------------------------------------------------
     def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,
                 final_text: str = "", code: ErrorCode | None = None,
@@ -368,6 +417,9 @@ class FrontierAgent:
         )
         data = run.summary()
         data["parsed_result"] = parsed
+        fallback = self.deps.fallback
+        if fallback is not None and (fallback.tried or fallback.offset):  # not the first model
+            data["finished_with"] = {"provider": self.engine.provider, "model": self.engine.model}
         data.update(extra or {})
         self._emit(AgentEventKind.FINISHED, cycle, data)
         return run

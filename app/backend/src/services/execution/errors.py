@@ -76,6 +76,9 @@ class ErrorCode(StrEnum):
     WORKSPACE_REFUSED = "workspace_refused"
     REQUEST_TOO_LARGE = "request_too_large"
     LIMIT_ABOVE_CEILING = "limit_above_ceiling"
+    UNKNOWN_ROLE = "unknown_role"
+    UNKNOWN_MCP_SERVER = "unknown_mcp_server"
+    MCP_SERVER_EXISTS = "mcp_server_exists"
 
 
 class StudioError(Exception):

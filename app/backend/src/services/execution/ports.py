@@ -153,6 +153,8 @@ class AgentEventKind(StrEnum):
     FINISHED = "finished"
     # after the loop: commit, push and pull request, each with its result (the durable path)
     FINALIZE = "finalize"
+    # the next of ``models`` took over from one that stayed unavailable (execution.fallback)
+    MODEL_FALLBACK = "model_fallback"
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,10 @@ Prices are USD per million tokens: input, cached input (prompt-cache reads) and 
     (input - cached) * input + cached * cached_input + output * output     (per 1M tokens)
 
 The shipped table holds the vendors' public list prices (standard tier, prompts under 200k tokens
-where the price is tiered) as of 2025-11-20. Configuration overrides or extends it: the
-composition root passes a mapping, this module reads no environment. Dated model ids
+where the price is tiered) as of 2025-11-20. Configuration overrides or extends it
+(``STUDIO_MODEL_PRICES``): the composition root passes a mapping, this module reads no
+environment; an overridden model's price also replaces a cost its provider reports itself.
+Dated model ids
 (``claude-sonnet-4-5-20250929``, ``gpt-5.1-2025-11-13``) and path-like ids
 (``models/gemini-2.5-pro``) match their base entry by longest prefix. An unknown model costs 0 and
 is reported as unknown (the loop emits the warning).
@@ -88,27 +90,49 @@ class PriceTable:
         *, defaults: Mapping[str, ModelPrice] = DEFAULT_PRICES,
     ) -> None:
         self._prices = dict(defaults)
+        self._overridden: set[str] = set()
         for name, price in (overrides or {}).items():
             self._prices[name.lower()] = ModelPrice.from_config(price)
+            self._overridden.add(name.lower())
         # longest first, so "gpt-5.1-codex" wins over "gpt-5.1" and "gpt-5"
         self._names = sorted(self._prices, key=len, reverse=True)
 
-    def price(self, model: str) -> ModelPrice | None:
+    def _entry(self, model: str) -> str | None:
+        """The table entry ``model`` matches (exactly, else by longest prefix)."""
         name = model.lower().rsplit("/", 1)[-1]
-        exact = self._prices.get(name)
-        if exact is not None:
-            return exact
+        if name in self._prices:
+            return name
         for candidate in self._names:
             if name.startswith(candidate) and name[len(candidate)] in "-@:":
-                return self._prices[candidate]
+                return candidate
         return None
+
+    def price(self, model: str) -> ModelPrice | None:
+        entry = self._entry(model)
+        return self._prices[entry] if entry is not None else None
+
+    def overridden(self, model: str) -> bool:
+        """Whether ``model`` is priced by a configured override (``STUDIO_MODEL_PRICES``)."""
+        return self._entry(model) in self._overridden
+
+    def describe(self, model: str) -> dict[str, Any] | None:
+        """The price ``model`` is counted at and where it comes from (``override`` or
+        ``list``), for the usage records; ``None`` for an unknown model."""
+        entry = self._entry(model)
+        if entry is None:
+            return None
+        price = self._prices[entry]
+        return {"entry": entry, "input": price.input, "output": price.output,
+                "cached_input": price.cached_input,
+                "source": "override" if entry in self._overridden else "list"}
 
     def cost(self, model: str, usage: Usage) -> tuple[float, bool]:
         """``(usd, known)`` for one usage record; an unknown model costs 0 and ``known`` is False.
 
-        A cost the provider reported itself (``usage.cost_usd``) is taken as is.
+        A cost the provider reported itself (``usage.cost_usd``) is taken as is, unless a
+        configured override prices the model: the override wins.
         """
-        if usage.cost_usd is not None:
+        if usage.cost_usd is not None and not self.overridden(model):
             return usage.cost_usd, True
         price = self.price(model)
         if price is None:

@@ -43,8 +43,10 @@ def repository_instructions(workspace: Path, cap_bytes: int = INSTRUCTIONS_CAP_B
     return "\n".join(chunks)
 
 
-def system_prompt(task_kind: str, tools: list[ToolSchema], instructions: str) -> str:
-    """States the job, the tools and the final answer expected."""
+def system_prompt(task_kind: str, tools: list[ToolSchema], instructions: str, *,
+                  role_prompt: str = "", node_prompt: str = "") -> str:
+    """States the job, the role (when one is named), the tools, the node's own instructions
+    (``node_prompt``), the final answer expected, then the repository's instructions."""
     tool_lines = "\n".join(f"- {t.name}: {t.description}" for t in tools)
     parts = [
         f"You are a careful software engineer doing {task_kind} in a git repository checked out "
@@ -52,7 +54,10 @@ def system_prompt(task_kind: str, tools: list[ToolSchema], instructions: str) ->
         "workspace root. A tool answers with a JSON envelope: `ok` true with a `result`, or `ok` "
         "false with an `error` {code, message}; read errors and adapt. Commands run offline in a "
         "sandbox; a non-zero exit code is a normal result, not a tool failure.",
+        *([role_prompt] if role_prompt else []),
         f"Tools:\n{tool_lines}",
+        *([f"Instructions for this task from its author:\n\n{node_prompt}"]
+          if node_prompt else []),
         "When the work is done (or cannot be done), answer WITHOUT calling a tool, with one JSON "
         f"object and nothing else:\n{_RESULT_SHAPE}",
     ]

@@ -15,6 +15,7 @@ else the pod's own namespace, else ``default``.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -38,7 +39,8 @@ IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 # The worker's non-secret settings that ``studio execute`` needs as well: handed on as plain
 # values in the Job (secrets travel only by secretKeyRef).
 FORWARDED_SETTINGS = ("env", "log_level", "github_api_url", "github_git_origins",
-                      "repo_allowed_hosts", "git_author_name", "git_author_email")
+                      "repo_allowed_hosts", "git_author_name", "git_author_email",
+                      "model_prices")
 GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
 
 
@@ -46,6 +48,10 @@ def forwarded_environment(settings: StudioSettings) -> dict[str, str]:
     plain: dict[str, str] = {}
     for name in FORWARDED_SETTINGS:
         value = getattr(settings, name)
+        if isinstance(value, dict):  # a JSON setting (STUDIO_MODEL_PRICES); empty: not set
+            if value:
+                plain[f"STUDIO_{name.upper()}"] = json.dumps(value, separators=(",", ":"))
+            continue
         text = ",".join(value) if isinstance(value, list) else str(value)
         if text:
             plain[f"STUDIO_{name.upper()}"] = text

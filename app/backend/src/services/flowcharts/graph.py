@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from services.execution.agent_profile import AgentProfile, ProfileError
+from services.execution.profile_checks import agent_profile
 from services.flowcharts.templates import template_syntax_errors
 from services.flowcharts.workspace import check_node_workspace_name
 from services.repos.urls import RepositoryUrlRejected, validate_repo_url
@@ -112,6 +114,10 @@ class AgentConfig(_Config):
     limits: dict[str, Any] = Field(default_factory=dict)
     continue_on_failure: bool = False
     cutover_override: bool | None = Field(default=None, alias="__agent_runtime_cutover_enabled")
+    role: str | None = None  # services.execution.roles
+    system_prompt: str | None = None
+    mcp_servers: list[str] | None = None  # stored MCP servers (services.db.mcp_servers)
+    models: list[Any] | None = None  # fallback order (services.execution.agent_profile)
 
     @field_validator("workspace")
     @classmethod
@@ -131,6 +137,13 @@ class AgentConfig(_Config):
 
     def templates(self) -> list[str]:
         return [self.prompt]
+
+    def profile(self) -> AgentProfile:
+        """The node's role, system prompt, MCP servers and models, checked
+        (:class:`ProfileError` with a stable code)."""
+        return agent_profile(self.provider, self.model, role=self.role,
+                             system_prompt=self.system_prompt, mcp_servers=self.mcp_servers,
+                             models=self.models)
 
 
 class CommandConfig(_Config):
@@ -272,12 +285,34 @@ def _check_node(graph: FlowchartGraph, node: NodeSpec) -> list[Problem]:
                         message=f"node {node.id!r} config: "
                                 f"{'.'.join(map(str, e['loc'])) or '(config)'}: {e['msg']}")
                 for e in exc.errors()]
+    if isinstance(config, AgentConfig):
+        try:
+            config.profile()
+        except ProfileError as exc:
+            return [Problem(code=exc.code, node_id=node.id,
+                            message=f"node {node.id!r}: {exc.message}")]
     problems = [Problem(code="template_syntax", node_id=node.id,
                         message=f"node {node.id!r}: template syntax error: {msg}")
                 for msg in template_syntax_errors(config.templates())]
     if isinstance(config, DecisionConfig):
         problems += _check_decision(graph, node.id, config)
     return problems
+
+
+def check_mcp_servers(graph: FlowchartGraph, stored: set[str]) -> None:
+    """Raise :class:`FlowchartValidationError` for each agent node naming an MCP server that
+    is not stored (``unknown_mcp_server``, the node named)."""
+    problems: list[Problem] = []
+    for node in graph.nodes:
+        if node.type != "agent":
+            continue
+        names = AgentConfig.model_validate(node.config).mcp_servers or []
+        problems += [Problem(code="unknown_mcp_server", node_id=node.id,
+                             message=f"node {node.id!r} names MCP server {name!r}, which is "
+                                     "not stored (studio mcp list)")
+                     for name in names if name not in stored]
+    if problems:
+        raise FlowchartValidationError(problems)
 
 
 def _check_decision(graph: FlowchartGraph, node_id: str, config: DecisionConfig) -> list[Problem]:

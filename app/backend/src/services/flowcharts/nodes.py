@@ -22,6 +22,7 @@ from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
+from services.execution.agent_profile import primary_model
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
 from services.execution.tool_domains.context import ToolDomainContext
@@ -99,15 +100,16 @@ class NodeRunner:
         config = AgentConfig.model_validate(job.node.config)
         node_config = ({NODE_CUTOVER_OVERRIDE: config.cutover_override}
                        if config.cutover_override is not None else {})
+        profile = config.profile()
         return ExecutionRequest(
             provider=config.provider, prompt=render_template(job.node.id, config.prompt,
                                                              job.context),
             repo_url=config.repo_url,
             workspace=self.workspace(job) if config.repo_url is None else None,
-            model=config.model, base_branch=config.base_branch,
+            model=config.model or primary_model(profile), base_branch=config.base_branch,
             pull_request=config.pull_request, script=config.replay_script,
             github_repo=config.github_repo, limit_overrides=dict(config.limits),
-            node_config=node_config,
+            node_config=node_config, profile=profile,
         )
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:

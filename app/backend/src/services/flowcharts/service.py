@@ -29,6 +29,7 @@ from services.db.flowcharts import (
     run_nodes,
     run_to_json,
 )
+from services.db.mcp_servers import McpServerRepository
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.session import Database, Session
@@ -40,6 +41,7 @@ from services.flowcharts.graph import (
     AgentConfig,
     FlowchartGraph,
     NodeState,
+    check_mcp_servers,
     validate_graph,
 )
 from services.flowcharts.nodes import NodeJob, NodeOutcome, NodeRunner, agent_outcome
@@ -81,6 +83,7 @@ class FlowchartRunService:
         """
         graph = FlowchartGraph.model_validate(self.flowcharts.get(flowchart_id).graph)
         validate_graph(graph)
+        check_mcp_servers(graph, McpServerRepository(self.db, self.settings).names())
         limit = max_node_executions or self.settings.flowchart_max_node_executions
         with self.db.session() as session:
             run = FlowchartRun(flowchart_id=flowchart_id, status="running", inputs=inputs or {},

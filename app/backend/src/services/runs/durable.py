@@ -61,6 +61,7 @@ from services.repos.workspaces import (
     provision_workspace,
     remote_branch_sha,
 )
+from services.runs.agent_setup import stored_mcp
 from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
 from services.runs.claimed_changes import claimed_changes
 from services.runs.finalize import Finalized, FinalizeRequest, finalize
@@ -73,6 +74,7 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
+from services.runs.legacy_agent import legacy_profile_refusal
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
@@ -146,7 +148,8 @@ class DurableRun:
         if row.base_commit is not None:
             record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
-        refusal = cutover_refusal(row.settings_snapshot, row.provider)
+        refusal = cutover_refusal(row.settings_snapshot, row.provider) \
+            or legacy_profile_refusal(row.settings_snapshot, request.profile)
         if refusal is not None:
             failed = _failed_run(row, refusal)
             self._journal_end(failed)
@@ -304,7 +307,9 @@ class DurableRun:
         wiring = self._wiring(row, request, ws, events, buffered=True)
         return run_loop(self.settings, LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
-            rebuild_messages(events) or None, trace_links=_earlier_attempts(events)),
+            rebuild_messages(events) or None, trace_links=_earlier_attempts(events),
+            profile=request.profile, events=tuple(events),
+            mcp=stored_mcp(self.db, self.settings, request.profile, self.redactor)),
             ctx, wiring, self.sinks, self.redactor)
 
     # -- the end ------------------------------------------------------------------------------

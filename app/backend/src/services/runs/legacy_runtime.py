@@ -30,6 +30,7 @@ from services.execution.legacy.gemini_cli import GeminiCli
 from services.execution.legacy.runner import LegacyDeps, LegacyRunner
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
+from services.execution.pricing import PriceTable
 from services.execution.providers.claude_env import bundled_cli_path
 from services.execution.providers.profiles import DEFAULT_MODELS
 from services.execution.sinks import FanOutSink, LogSink
@@ -130,6 +131,7 @@ def run_legacy(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainCont
     deps = LegacyDeps(
         ctx=ctx, store=wiring.store, limits=wiring.limits, control=wiring.control,
         budget=wiring.budget, refresh_limits=wiring.refresh_limits, spent=wiring.spent,
+        prices=PriceTable(settings.model_prices),  # STUDIO_MODEL_PRICES, as the loop
         sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
             *sinks, LogSink(inputs.provider, ctx.request_id, ctx.correlation_id)])]))
     model = inputs.model or DEFAULT_MODELS[inputs.provider]

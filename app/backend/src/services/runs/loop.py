@@ -25,11 +25,14 @@ import anyio
 from services.composition import EngineRequest, build_engine
 from services.db.budget import DbBudget
 from services.db.journal import DbEventSink
+from services.db.mcp_servers import secret_values
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.execution.agent_profile import AgentProfile, ModelChoice
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.guards import AgentLimits
+from services.execution.mcp.config import McpConfig
 from services.execution.messages import Message
 from services.execution.outcomes import RunResult, UsageTotals
 from services.execution.ports import (
@@ -42,10 +45,13 @@ from services.execution.ports import (
     RunControl,
     SelfDrivingEngine,
 )
+from services.execution.pricing import PriceTable
+from services.execution.roles import restrict, role_prompt
 from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
+from services.runs.agent_setup import ModelPlan, agent_mcp_config, model_plan
 from services.settings import (
     StudioSettings,
     capture_message_content,
@@ -107,6 +113,9 @@ class LoopInputs:
     script: Path | dict[str, Any] | None = None
     history: list[Message] | None = None
     trace_links: tuple[str, ...] = ()  # earlier attempts' agent spans (services.telemetry)
+    profile: AgentProfile = AgentProfile()  # role, system prompt, MCP servers, models
+    mcp: McpConfig | None = None  # the stored MCP servers the profile names, decrypted
+    events: tuple[tuple[str, dict[str, Any]], ...] = ()  # the journal so far (a resume)
 
 
 def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContext,
@@ -116,12 +125,17 @@ def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContex
     run_dir = Path(tempfile.mkdtemp(prefix=f"studio-run-{inputs.execution_id[:8]}-"))
     transcripts = transcript_dir(settings, inputs.execution_id)
     try:
-        engine = build_engine(EngineRequest(
-            provider=inputs.provider, model=inputs.model, workspace=inputs.workspace,
-            run_dir=run_dir, script=inputs.script, transcript_dir=transcripts), settings)
+        def build(choice: ModelChoice) -> ModelClient | SelfDrivingEngine:
+            return build_engine(EngineRequest(
+                provider=choice.provider, model=choice.model, workspace=inputs.workspace,
+                run_dir=run_dir, script=inputs.script, transcript_dir=transcripts), settings)
+
+        chain = inputs.profile.chain(inputs.provider, inputs.model)
+        plan = model_plan(chain, inputs.events, build)
+        engine = build(plan.first)
         try:
             return _run_with(settings, engine, default_registry(), ctx, wiring, sinks,
-                             redactor, inputs)
+                             redactor, inputs, plan)
         finally:
             redact_files(transcripts, redactor)
     finally:
@@ -145,24 +159,31 @@ def redact_files(directory: Path, redactor: Redactor) -> None:
 
 async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps, prompt: str,
                  history: list[Message] | None) -> RunResult:
+    agent: FrontierAgent | None = None
     try:
-        return await FrontierAgent(engine, deps).run(prompt, history=history)
+        agent = FrontierAgent(engine, deps)
+        return await agent.run(prompt, history=history)
     finally:
-        if not isinstance(engine, SelfDrivingEngine):
-            await engine.aclose()
+        current = agent.engine if agent is not None else engine  # the last model in use
+        if not isinstance(current, SelfDrivingEngine):
+            await current.aclose()
 
 
 def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
               registry: ToolRegistry, ctx: ToolDomainContext, wiring: LoopWiring,
-              sinks: Sequence[EventSink], redactor: Redactor, inputs: LoopInputs) -> RunResult:
+              sinks: Sequence[EventSink], redactor: Redactor, inputs: LoopInputs,
+              plan: ModelPlan | None = None) -> RunResult:
     with contextlib.ExitStack() as stack:
-        if settings.mcp_config is not None:
+        mcp = agent_mcp_config(settings, inputs.mcp)
+        if mcp is not None:
+            for value in secret_values(mcp):  # env and headers of every server in use
+                redactor.add(value)
             # The MCP client (about 0.4 s of imports) only when MCP servers are configured.
             from services.execution.mcp.bridge import McpHub
 
-            hub = stack.enter_context(McpHub.from_file(settings.mcp_config,
-                                                       base_env=mcp_base_environment()))
+            hub = stack.enter_context(McpHub(mcp, base_env=mcp_base_environment()))
             hub.register(registry)
+        registry = restrict(registry, inputs.profile.role)
         cycles = LastCycle()
         shown: list[EventSink] = [RedactingSink(s, redactor) for s in [
             *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]]
@@ -179,6 +200,10 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
             trace_links=inputs.trace_links,
             trace_content=redactor.text if capture_message_content() else None,
+            prices=PriceTable(settings.model_prices),
+            role_prompt=role_prompt(inputs.profile.role),
+            node_prompt=inputs.profile.system_prompt,
+            fallback=plan.fallback if plan is not None else None,
         )
         try:
             run = anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)

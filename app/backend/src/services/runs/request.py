@@ -29,12 +29,14 @@ from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
 from services.db.runtime_settings import LIMIT_KEYS, SettingsRepository
 from services.db.session import Database
+from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
 from services.repos.access import check_new_execution, repository_access
 from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
 from services.repos.urls import ValidatedRepo, github_repo_from_url
 from services.repos.workspaces import slugify
+from services.runs.agent_setup import agent_snapshot
 from services.runs.legacy_runtime import runtime_choice
 from services.settings import StudioSettings
 
@@ -59,6 +61,7 @@ class ExecutionRequest:
     allow_workflow_changes: bool = False
     limit_overrides: dict[str, Any] = field(default_factory=dict)
     node_config: dict[str, Any] = field(default_factory=dict)
+    profile: AgentProfile = field(default_factory=AgentProfile)  # role, prompt, MCP, models
 
     def __post_init__(self) -> None:
         if (self.repo_url is None) == (self.workspace is None):
@@ -78,6 +81,7 @@ class ExecutionRequest:
         for column in ("provider", "prompt", "repo_url", "workspace", "model", "base_branch",
                        "limit_overrides", "node_config"):
             data.pop(column)
+        data["profile"] = self.profile.stored()
         data["slug"] = self.slug or slugify(self.prompt)
         # the per-run limits (node config, then the run's own) are applied again at every
         # refresh of the limits, in whichever process runs the execution
@@ -92,7 +96,8 @@ class ExecutionRequest:
                                         "allow_local", "allow_workflow_changes",
                                         "limit_overrides") if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
-                   model=row.model, base_branch=row.base_branch, **known)
+                   model=row.model, base_branch=row.base_branch,
+                   profile=AgentProfile.from_stored(stored.get("profile")), **known)
 
 
 def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
@@ -108,6 +113,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
                                                 **request.limit_overrides})
     choice = runtime_choice(snapshot)
     snapshot["runtime"] = choice.as_dict()
+    snapshot.update(agent_snapshot(db, settings, request.profile))
     return ExecutionRepository(db, redactor).create(
         provider=request.provider,
         model=request.model or DEFAULT_MODELS.get(request.provider, ""),

@@ -29,7 +29,9 @@ from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
+from services.runs.agent_setup import stored_mcp
 from services.runs.durable import execute_execution
+from services.runs.legacy_agent import legacy_profile_refusal
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest, create_execution
@@ -80,7 +82,8 @@ class ExecutionService:
         row = self.executions.get(execution_id)
         if row is None:
             raise UnknownExecution(execution_id)
-        refusal = cutover_refusal(row.settings_snapshot, request.provider)
+        refusal = cutover_refusal(row.settings_snapshot, request.provider) \
+            or legacy_profile_refusal(row.settings_snapshot, request.profile)
         if refusal is not None:
             return self._end(failed_run(execution_id, request.provider, request.model or "",
                                         refusal.code, refusal.message))
@@ -113,13 +116,15 @@ class ExecutionService:
         wiring = LoopWiring.build(
             self.db, execution_id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides},
-            store=DbIdempotencyStore(self.db),
+            store=DbIdempotencyStore(self.db, self.redactor),  # MCP secrets join it below
             # the loop's journal commits at the points resume needs and is flushed by the loop;
             # the legacy runtime writes each event as it comes
             journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
             control=DbRunControl(self.db, execution_id))
         inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
-                            request.prompt, request.script)
+                            request.prompt, request.script, profile=request.profile,
+                            mcp=stored_mcp(self.db, self.settings, request.profile,
+                                           self.redactor))
         if legacy:
             return run_legacy(self.settings, inputs, ctx, wiring, sinks, self.redactor)
         return run_loop(self.settings, inputs, ctx, wiring, sinks, self.redactor)

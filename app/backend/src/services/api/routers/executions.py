@@ -33,7 +33,9 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.db.status import ExecutionStatus
+from services.execution.agent_profile import AgentProfile, ProfileError, primary_model
 from services.execution.errors import ConfigError, ErrorCode
+from services.execution.profile_checks import agent_profile
 from services.execution.providers.profiles import provider_profile
 from services.execution.providers.replay import load_script
 from services.repos.urls import validate_repo_url
@@ -62,6 +64,19 @@ def _check_script(body: ExecutionCreate) -> None:
                        details={"field": "replay_script"}) from exc
 
 
+def request_profile(body: ExecutionCreate) -> AgentProfile:
+    """The execution's role, system prompt, MCP servers and models, checked (422: ``unknown_role``,
+    else ``invalid_arguments`` with the failing field and reason)."""
+    try:
+        return agent_profile(body.provider, body.model, role=body.role,
+                             system_prompt=body.system_prompt, mcp_servers=body.mcp_servers,
+                             models=body.models)
+    except ProfileError as exc:
+        code = ErrorCode.UNKNOWN_ROLE if exc.code == "unknown_role" else \
+            ErrorCode.INVALID_ARGUMENTS
+        raise ApiError(exc.message, code=code, details={"reason": exc.code}) from exc
+
+
 def _found(db: Database, execution_id: str) -> NodeExecution:
     row = ExecutionRepository(db).get(execution_id)
     if row is None:
@@ -83,10 +98,12 @@ def create_execution_route(
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
     check_limits(http_request, db, limits, "limits")
+    profile = request_profile(body)
     request = ExecutionRequest(
-        provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
+        provider=body.provider, prompt=body.prompt, repo_url=body.repo_url,
+        model=body.model or primary_model(profile),
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
-        limit_overrides=limits)
+        limit_overrides=limits, profile=profile)
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
                                         settings=settings)

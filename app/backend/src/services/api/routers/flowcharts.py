@@ -32,12 +32,14 @@ from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.limits import check_limits
 from services.api.node_children import node_children
 from services.db.flowcharts import FlowchartRepository
+from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
 from services.execution.errors import ErrorCode
 from services.flowcharts.graph import (
     AgentConfig,
     FlowchartGraph,
     FlowchartValidationError,
+    check_mcp_servers,
     parse_graph,
 )
 from services.flowcharts.service import FlowchartRunService, NodeDispatch
@@ -116,10 +118,13 @@ class FlowchartRunList(BaseModel):
     runs: list[FlowchartRun]
 
 
-def _graph(data: dict[str, Any]) -> dict[str, Any]:
-    """The graph validated, in the JSON form the repository stores."""
+def _graph(data: dict[str, Any], db: Database, settings: StudioSettings) -> dict[str, Any]:
+    """The graph validated (the MCP servers its nodes name are stored), in the JSON form the
+    repository stores."""
     try:
-        return parse_graph(data).model_dump(mode="json", by_alias=True)
+        graph = parse_graph(data)
+        check_mcp_servers(graph, McpServerRepository(db, settings).names())
+        return graph.model_dump(mode="json", by_alias=True)
     except FlowchartValidationError as exc:
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
@@ -152,11 +157,13 @@ def run_service(request: Request, db: Database = Depends(get_db),  # noqa: B008
 @router.post("/api/flowcharts", status_code=201, response_model=Flowchart,
              dependencies=[requires(Scope.RUN)])
 def create_flowchart(body: FlowchartCreate, response: Response,
-                     db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+                     db: Database = Depends(get_db),  # noqa: B008
+                     settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                     ) -> Flowchart:
     """Create a flowchart; its graph is validated (422 names each node or edge at fault)."""
     repo = FlowchartRepository(db)
     flowchart_id = repo.create(name=body.name, description=body.description,
-                               graph=_graph(body.graph))
+                               graph=_graph(body.graph, db, settings))
     response.headers["Location"] = f"/api/flowcharts/{flowchart_id}"
     return Flowchart(**repo.get(flowchart_id).to_json())
 
@@ -176,9 +183,11 @@ def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart
 @router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
 def update_flowchart(flowchart_id: Id, body: FlowchartUpdate,
-                     db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+                     db: Database = Depends(get_db),  # noqa: B008
+                     settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                     ) -> Flowchart:
     """Rename and/or replace the graph (runs already started keep their graph)."""
-    graph = _graph(body.graph) if body.graph is not None else None
+    graph = _graph(body.graph, db, settings) if body.graph is not None else None
     stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
                                             description=body.description)
     return Flowchart(**stored.to_json())

@@ -230,7 +230,8 @@ class LegacyRunner:
             "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
                       "cost_usd": step.cost_usd},
             "total": self.totals().model_dump(mode="json"),
-            "semantic": usage.semantic.value})
+            "semantic": usage.semantic.value, "model": model or self.model,
+            "price": self.deps.prices.describe(model or self.model)})
 
     def _tool_output(self, output: ToolOutput) -> None:
         call, started = self.state.calls.pop(output.call_id, (
