@@ -20,8 +20,7 @@ from dataclasses import dataclass
 from datetime import date, datetime
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Table, bindparam, select, update
 
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
@@ -30,6 +29,9 @@ from services.db.session import Database, dialect_insert
 from services.execution.errors import ErrorCode
 
 MICROS = 1_000_000
+_LEDGER: Table = BudgetLedger.__table__  # type: ignore[assignment]
+_SPENT = select(_LEDGER.c.spent_micros, _LEDGER.c.overflow_micros).where(
+    _LEDGER.c.repository == bindparam("p_repository"), _LEDGER.c.day == bindparam("p_day"))
 
 
 def to_micros(usd: float) -> int:
@@ -70,17 +72,14 @@ class DbBudget:
         if self._journal is not None:
             self._journal.defer(self.execution_id, charge)
             return
-        with self._db.session() as session:
-            charge.apply(session)
+        with self._db.transaction() as connection:
+            charge.apply(connection)
 
     def spent_today(self) -> tuple[int, int]:
         """``(admitted, overflow)`` micro-dollars for today."""
-        with self._db.read_session() as session:
-            row = session.execute(
-                select(BudgetLedger.spent_micros, BudgetLedger.overflow_micros).where(
-                    BudgetLedger.repository == self.repository, BudgetLedger.day == today()
-                )
-            ).one_or_none()
+        with self._db.read_connection() as connection:  # Core: read before every model call
+            row = connection.execute(_SPENT, {"p_repository": self.repository,
+                                              "p_day": today()}).one_or_none()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
@@ -93,25 +92,26 @@ class Charge:
     micros: int
     limit_micros: int
 
-    def apply(self, session: Session) -> None:
-        ledger = BudgetLedger
+    def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
+        """Write it in ``connection``'s transaction (Core statements on the table)."""
+        ledger = _LEDGER.c
         key = (ledger.repository == self.repository) & (ledger.day == self.day)
         now: datetime = utcnow()
-        session.execute(
-            dialect_insert(session)(BudgetLedger)
+        connection.execute(
+            dialect_insert(connection)(_LEDGER)
             .values(repository=self.repository, day=self.day, spent_micros=0,
                     overflow_micros=0, updated_at=now)
             .on_conflict_do_nothing(index_elements=["repository", "day"])
         )
-        admitted = session.execute(
-            update(ledger)
+        admitted = connection.execute(
+            update(_LEDGER)
             .where(key, ledger.spent_micros + self.micros <= self.limit_micros)
             .values(spent_micros=ledger.spent_micros + self.micros, updated_at=utcnow())
             .returning(ledger.spent_micros)
         ).one_or_none()
         if admitted is None:
-            session.execute(
-                update(ledger).where(key)
+            connection.execute(
+                update(_LEDGER).where(key)
                 .values(overflow_micros=ledger.overflow_micros + self.micros,
                         updated_at=utcnow())
             )
