@@ -188,6 +188,8 @@ def _migrate_sqlite(engine: Engine) -> None:
     if not database or database == ":memory:":
         migrate.upgrade(engine)
         return
+    if migrate.is_current(engine):  # the usual case: no Alembic, no lock
+        return
     lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
     _private_file(lock_path)
     with lock_path.open("a") as lock:  # two processes opening a new database migrate one by one
@@ -208,7 +210,7 @@ def open_database(settings: StudioSettings | None = None, *, check: bool = True)
     engine = create_db_engine(resolve_url(settings))
     if engine.dialect.name == "sqlite":
         _migrate_sqlite(engine)
-    elif check:
+    elif check and not migrate.is_current(engine):
         current, heads = migrate.current_revisions(engine), migrate.head_revisions()
         if current != heads:
             engine.dispose()
