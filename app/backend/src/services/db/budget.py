@@ -17,7 +17,7 @@ one that makes the model's answer durable) instead of a transaction of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
 from sqlalchemy import Connection, Table, bindparam, select, update
@@ -25,11 +25,41 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger
-from services.db.session import Database, dialect_insert
+from services.db.session import Database, dialect_insert, dialect_name
 from services.execution.errors import ErrorCode
 
 MICROS = 1_000_000
 _LEDGER: Table = BudgetLedger.__table__  # type: ignore[assignment]
+_KEY = ((_LEDGER.c.repository == bindparam("p_repository"))
+        & (_LEDGER.c.day == bindparam("p_day")))
+_ADMIT = (
+    update(_LEDGER)
+    .where(_KEY, _LEDGER.c.spent_micros + bindparam("p_micros") <= bindparam("p_limit"))
+    .values(spent_micros=_LEDGER.c.spent_micros + bindparam("p_micros"),
+            updated_at=bindparam("p_now"))
+    .returning(_LEDGER.c.spent_micros)
+)
+_OVERFLOW = (
+    update(_LEDGER).where(_KEY)
+    .values(overflow_micros=_LEDGER.c.overflow_micros + bindparam("p_micros"),
+            updated_at=bindparam("p_now"))
+)
+_ENSURE_ROW: dict[str, Any] = {}
+
+
+def _ensure_row(connection: Connection) -> Any:
+    """The day's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), per dialect."""
+    name = dialect_name(connection)
+    found = _ENSURE_ROW.get(name)
+    if found is None:
+        found = _ENSURE_ROW[name] = (
+            dialect_insert(connection)(_LEDGER)
+            .values(repository=bindparam("p_repository"), day=bindparam("p_day"),
+                    spent_micros=0, overflow_micros=0, updated_at=bindparam("p_now"))
+            .on_conflict_do_nothing(index_elements=["repository", "day"]))
+    return found
+
+
 _SPENT = select(_LEDGER.c.spent_micros, _LEDGER.c.overflow_micros).where(
     _LEDGER.c.repository == bindparam("p_repository"), _LEDGER.c.day == bindparam("p_day"))
 
@@ -93,28 +123,14 @@ class Charge:
     limit_micros: int
 
     def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
-        """Write it in ``connection``'s transaction (Core statements on the table)."""
-        ledger = _LEDGER.c
-        key = (ledger.repository == self.repository) & (ledger.day == self.day)
-        now: datetime = utcnow()
-        connection.execute(
-            dialect_insert(connection)(_LEDGER)
-            .values(repository=self.repository, day=self.day, spent_micros=0,
-                    overflow_micros=0, updated_at=now)
-            .on_conflict_do_nothing(index_elements=["repository", "day"])
-        )
-        admitted = connection.execute(
-            update(_LEDGER)
-            .where(key, ledger.spent_micros + self.micros <= self.limit_micros)
-            .values(spent_micros=ledger.spent_micros + self.micros, updated_at=utcnow())
-            .returning(ledger.spent_micros)
-        ).one_or_none()
+        """Write it in ``connection``'s transaction (Core statements built once)."""
+        key = {"p_repository": self.repository, "p_day": self.day}
+        connection.execute(_ensure_row(connection), {**key, "p_now": utcnow()})
+        admitted = connection.execute(_ADMIT, {
+            **key, "p_micros": self.micros, "p_limit": self.limit_micros, "p_now": utcnow(),
+        }).one_or_none()
         if admitted is None:
-            connection.execute(
-                update(_LEDGER).where(key)
-                .values(overflow_micros=ledger.overflow_micros + self.micros,
-                        updated_at=utcnow())
-            )
+            connection.execute(_OVERFLOW, {**key, "p_micros": self.micros, "p_now": utcnow()})
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         return [{"op": "charge", "repository": self.repository, "day": self.day.isoformat(),
