@@ -95,3 +95,24 @@ def test_a_database_command_still_loads_the_database(tmp_path: Path) -> None:
     proc, modules = loaded_modules(tmp_path, "settings", "list")
     assert proc.returncode == 0, proc.stderr
     assert "sqlalchemy" in forbidden_in(modules)
+
+
+RUN_PATH = """
+import json, sys
+from services.cli.run import run_command  # noqa: F401
+from services.runs.request import ExecutionRequest  # noqa: F401
+from services.runs.service import ExecutionService  # noqa: F401
+from services.execution.providers.profiles import PROFILES  # noqa: F401
+print(json.dumps(sorted(sys.modules)))
+"""
+
+
+def test_the_run_path_loads_no_sdk_it_does_not_call_before_the_model() -> None:
+    """What ``studio run`` / ``studio execute`` import before their first model call: not the
+    Claude Agent SDK (and its MCP client) for a codex run, not PyGithub (finalize), not Alembic
+    (a database at head), not cryptography (a stored token)."""
+    proc = subprocess.run([sys.executable, "-c", RUN_PATH], capture_output=True, text=True,
+                          timeout=120, check=True)
+    modules = set(json.loads(proc.stdout))
+    late = ("claude_agent_sdk", "mcp", "mcp_types", "github", "alembic", "cryptography")
+    assert sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in late)) == []

@@ -22,7 +22,7 @@ import logging
 import zlib
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import Connection, select
 from sqlalchemy.orm import Session
 
 from services.db.models import ContentBlob
@@ -37,13 +37,16 @@ COMPRESSION_LEVEL = 6
 _SELECT_CHUNK = 500
 
 
-def externalize(session: Session, execution_id: str, value: Any) -> Any:
+def externalize(session: Session | Connection, execution_id: str, value: Any, *,
+                known: set[str] | None = None) -> Any:
     """``value`` with its large strings replaced by references, the strings stored (once) in
-    ``session``'s transaction."""
+    ``session``'s transaction. ``known``: the digests already stored in this transaction (by
+    default remembered in a session's ``info``; a Core connection outlives its transaction, so
+    its caller passes the set)."""
     found: dict[str, bytes] = {}
     stored = extract(value, found)
     if found:
-        _store(session, execution_id, found)
+        _store(session, execution_id, found, known)
     return stored
 
 
@@ -57,7 +60,7 @@ def compress(raw: bytes) -> bytes:
     return zlib.compress(raw, COMPRESSION_LEVEL)
 
 
-def hydrate(session: Session, execution_id: str, values: list[Any]) -> list[Any]:
+def hydrate(session: Session | Connection, execution_id: str, values: list[Any]) -> list[Any]:
     """``values`` as they were before :func:`externalize` (one query for all their blobs)."""
     digests: set[str] = set()
     for value in values:
@@ -123,8 +126,11 @@ def _restore(value: Any, texts: dict[str, str]) -> Any:
     return value
 
 
-def _store(session: Session, execution_id: str, found: dict[str, bytes]) -> None:
-    known: set[str] = session.info.setdefault(("studio_blobs", execution_id), set())
+def _store(session: Session | Connection, execution_id: str, found: dict[str, bytes],
+           known: set[str] | None) -> None:
+    if known is None:
+        known = (session.info.setdefault(("studio_blobs", execution_id), set())
+                 if isinstance(session, Session) else set())
     rows = [{"execution_id": execution_id, "digest": digest, "size_bytes": len(raw),
              "data": compress(raw)}
             for digest, raw in found.items() if digest not in known]

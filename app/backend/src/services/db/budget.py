@@ -17,19 +17,51 @@ one that makes the model's answer durable) instead of a transaction of its own.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import date, datetime
+from datetime import date
 from typing import Any
 
-from sqlalchemy import select, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Table, bindparam, select, update
 
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger
-from services.db.session import Database, dialect_insert
+from services.db.session import Database, dialect_insert, dialect_name
 from services.execution.errors import ErrorCode
 
 MICROS = 1_000_000
+_LEDGER: Table = BudgetLedger.__table__  # type: ignore[assignment]
+_KEY = ((_LEDGER.c.repository == bindparam("p_repository"))
+        & (_LEDGER.c.day == bindparam("p_day")))
+_ADMIT = (
+    update(_LEDGER)
+    .where(_KEY, _LEDGER.c.spent_micros + bindparam("p_micros") <= bindparam("p_limit"))
+    .values(spent_micros=_LEDGER.c.spent_micros + bindparam("p_micros"),
+            updated_at=bindparam("p_now"))
+    .returning(_LEDGER.c.spent_micros)
+)
+_OVERFLOW = (
+    update(_LEDGER).where(_KEY)
+    .values(overflow_micros=_LEDGER.c.overflow_micros + bindparam("p_micros"),
+            updated_at=bindparam("p_now"))
+)
+_ENSURE_ROW: dict[str, Any] = {}
+
+
+def _ensure_row(connection: Connection) -> Any:
+    """The day's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), per dialect."""
+    name = dialect_name(connection)
+    found = _ENSURE_ROW.get(name)
+    if found is None:
+        found = _ENSURE_ROW[name] = (
+            dialect_insert(connection)(_LEDGER)
+            .values(repository=bindparam("p_repository"), day=bindparam("p_day"),
+                    spent_micros=0, overflow_micros=0, updated_at=bindparam("p_now"))
+            .on_conflict_do_nothing(index_elements=["repository", "day"]))
+    return found
+
+
+_SPENT = select(_LEDGER.c.spent_micros, _LEDGER.c.overflow_micros).where(
+    _LEDGER.c.repository == bindparam("p_repository"), _LEDGER.c.day == bindparam("p_day"))
 
 
 def to_micros(usd: float) -> int:
@@ -70,17 +102,14 @@ class DbBudget:
         if self._journal is not None:
             self._journal.defer(self.execution_id, charge)
             return
-        with self._db.session() as session:
-            charge.apply(session)
+        with self._db.transaction() as connection:
+            charge.apply(connection)
 
     def spent_today(self) -> tuple[int, int]:
         """``(admitted, overflow)`` micro-dollars for today."""
-        with self._db.read_session() as session:
-            row = session.execute(
-                select(BudgetLedger.spent_micros, BudgetLedger.overflow_micros).where(
-                    BudgetLedger.repository == self.repository, BudgetLedger.day == today()
-                )
-            ).one_or_none()
+        with self._db.read_connection() as connection:  # Core: read before every model call
+            row = connection.execute(_SPENT, {"p_repository": self.repository,
+                                              "p_day": today()}).one_or_none()
         return (int(row[0]), int(row[1])) if row is not None else (0, 0)
 
 
@@ -93,28 +122,15 @@ class Charge:
     micros: int
     limit_micros: int
 
-    def apply(self, session: Session) -> None:
-        ledger = BudgetLedger
-        key = (ledger.repository == self.repository) & (ledger.day == self.day)
-        now: datetime = utcnow()
-        session.execute(
-            dialect_insert(session)(BudgetLedger)
-            .values(repository=self.repository, day=self.day, spent_micros=0,
-                    overflow_micros=0, updated_at=now)
-            .on_conflict_do_nothing(index_elements=["repository", "day"])
-        )
-        admitted = session.execute(
-            update(ledger)
-            .where(key, ledger.spent_micros + self.micros <= self.limit_micros)
-            .values(spent_micros=ledger.spent_micros + self.micros, updated_at=utcnow())
-            .returning(ledger.spent_micros)
-        ).one_or_none()
+    def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
+        """Write it in ``connection``'s transaction (Core statements built once)."""
+        key = {"p_repository": self.repository, "p_day": self.day}
+        connection.execute(_ensure_row(connection), {**key, "p_now": utcnow()})
+        admitted = connection.execute(_ADMIT, {
+            **key, "p_micros": self.micros, "p_limit": self.limit_micros, "p_now": utcnow(),
+        }).one_or_none()
         if admitted is None:
-            session.execute(
-                update(ledger).where(key)
-                .values(overflow_micros=ledger.overflow_micros + self.micros,
-                        updated_at=utcnow())
-            )
+            connection.execute(_OVERFLOW, {**key, "p_micros": self.micros, "p_now": utcnow()})
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         return [{"op": "charge", "repository": self.repository, "day": self.day.isoformat(),

@@ -17,13 +17,12 @@ import base64
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import delete, func, select
+from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from services.db.blobs import hydrate
-from services.db.evidence import evidence_op, record_tool_call
+from services.db.evidence import evidence_op, record_tool_call, recorded_envelope
 from services.db.journal import StaleLease
-from services.db.models import NodeExecution, ToolCallRecord, WorkspaceCheckpoint
+from services.db.models import NodeExecution, WorkspaceCheckpoint
 from services.db.session import Database
 
 
@@ -41,35 +40,48 @@ class Checkpoint:
         return self.patch is not None
 
 
-def add_checkpoint(session: Session, execution_id: str, checkpoint: Checkpoint,
+_CHECKPOINTS: Table = WorkspaceCheckpoint.__table__  # type: ignore[assignment]
+# Built once (a statement built per call costs its construction and cache key every time).
+_LAST_SEQ = select(func.max(_CHECKPOINTS.c.seq)).where(
+    _CHECKPOINTS.c.execution_id == bindparam("p_execution_id"))
+_INSERT = insert(_CHECKPOINTS)
+_DELETE_OLDER = {
+    epoch_known: delete(_CHECKPOINTS).where(
+        _CHECKPOINTS.c.execution_id == bindparam("p_execution_id"),
+        _CHECKPOINTS.c.seq < bindparam("p_seq"),
+        (_CHECKPOINTS.c.lease_epoch == bindparam("p_epoch")) if epoch_known
+        else _CHECKPOINTS.c.lease_epoch.is_(None))
+    for epoch_known in (True, False)
+}
+
+
+def add_checkpoint(session: Session | Connection, execution_id: str, checkpoint: Checkpoint,
                    call_id: str | None, *, epoch: int | None = None,
                    owner: str | None = None) -> int:
     """Insert ``checkpoint`` as the execution's next one, taken by the attempt ``epoch`` in
-    the process ``owner``; answers its sequence number."""
-    last = session.execute(select(func.max(WorkspaceCheckpoint.seq))
-                           .where(WorkspaceCheckpoint.execution_id == execution_id)
-                           ).scalar_one_or_none()
+    the process ``owner``; answers its sequence number (Core statements on the table: no ORM
+    unit of work on the journal's commit)."""
+    last = session.execute(_LAST_SEQ, {"p_execution_id": execution_id}).scalar_one_or_none()
     seq = int(last or 0) + 1
-    session.add(WorkspaceCheckpoint(
-        execution_id=execution_id, seq=seq, call_id=call_id,
-        base_commit=checkpoint.base_commit, available=checkpoint.available,
-        size_bytes=checkpoint.size_bytes, sha256=checkpoint.sha256, patch=checkpoint.patch,
-        lease_epoch=epoch, owner=owner,
-    ))
+    session.execute(_INSERT, {
+        "execution_id": execution_id, "seq": seq, "call_id": call_id,
+        "base_commit": checkpoint.base_commit, "available": checkpoint.available,
+        "size_bytes": checkpoint.size_bytes, "sha256": checkpoint.sha256,
+        "patch": checkpoint.patch, "lease_epoch": epoch, "owner": owner,
+    })
     if checkpoint.available:
-        session.execute(delete(WorkspaceCheckpoint).where(
-            WorkspaceCheckpoint.execution_id == execution_id, WorkspaceCheckpoint.seq < seq,
-            (WorkspaceCheckpoint.lease_epoch == epoch) if epoch is not None
-            else WorkspaceCheckpoint.lease_epoch.is_(None)))
+        session.execute(_DELETE_OLDER[epoch is not None],
+                        {"p_execution_id": execution_id, "p_seq": seq, "p_epoch": epoch})
     return seq
 
 
-def write_call(session: Session, execution_id: str, call_id: str, envelope: dict[str, Any],
-               checkpoint: Checkpoint | None, *, epoch: int | None,
-               owner: str | None) -> None:
+def write_call(session: Session | Connection, execution_id: str, call_id: str,
+               envelope: dict[str, Any], checkpoint: Checkpoint | None, *, epoch: int | None,
+               owner: str | None, known_blobs: set[str] | None = None) -> None:
     """A call's (redacted) envelope and the checkpoint taken after it, in ``session`` (the
     caller fences the lease epoch)."""
-    record_tool_call(session, execution_id, call_id, envelope=envelope)
+    record_tool_call(session, execution_id, call_id, envelope=envelope,
+                     known_blobs=known_blobs)
     if checkpoint is not None:
         add_checkpoint(session, execution_id, checkpoint, call_id, epoch=epoch, owner=owner)
 
@@ -86,9 +98,10 @@ class CallWrite:
     epoch: int | None
     owner: str | None
 
-    def apply(self, session: Session) -> None:
-        write_call(session, self.execution_id, self.call_id, self.envelope, self.checkpoint,
-                   epoch=self.epoch, owner=self.owner)
+    def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
+        write_call(connection, self.execution_id, self.call_id, self.envelope,
+                   self.checkpoint, epoch=self.epoch, owner=self.owner,
+                   known_blobs=known_blobs)
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         ops = [evidence_op(self.call_id, envelope=self.envelope, blobs=blobs)]
@@ -133,15 +146,7 @@ class CheckpointRepository:
 
     def envelope(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
         """The recorded envelope of a tool call, or ``None`` when the call has no record."""
-        with self.db.read_session() as session:
-            envelope = session.execute(
-                select(ToolCallRecord.envelope).where(
-                    ToolCallRecord.execution_id == execution_id,
-                    ToolCallRecord.call_id == call_id)).scalar_one_or_none()
-            if envelope is None:
-                return None
-            (envelope,) = hydrate(session, execution_id, [envelope])
-        return dict(envelope)
+        return recorded_envelope(self.db, execution_id, call_id)
 
     def record_call(self, execution_id: str, call_id: str, envelope: dict[str, Any], *,
                     epoch: int, checkpoint: Checkpoint | None, owner: str | None) -> None:

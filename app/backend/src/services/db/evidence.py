@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import JSON, bindparam, case, func
+from sqlalchemy import JSON, Connection, Table, bindparam, case, func, select
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
-from services.db.blobs import externalize, extract
+from services.db.blobs import externalize, extract, hydrate
 from services.db.models import ToolCallRecord
-from services.db.session import dialect_insert
+from services.db.session import Database, dialect_insert, dialect_name
 
 
 def _identity(call: dict[str, Any] | None, envelope: dict[str, Any] | None) -> dict[str, Any]:
@@ -47,7 +47,7 @@ def _envelope_columns(envelope: dict[str, Any]) -> dict[str, Any]:
 
 
 def record_tool_call(
-    session: Session,
+    session: Session | Connection,
     execution_id: str,
     call_id: str,
     *,
@@ -55,20 +55,23 @@ def record_tool_call(
     envelope: dict[str, Any] | None = None,
     cycle: int | None = None,
     provider: str | None = None,
+    known_blobs: set[str] | None = None,
 ) -> None:
     """Create or complete the evidence row, in one ``INSERT ... ON CONFLICT DO UPDATE``: what
     the row already holds wins (the arguments, the identity, the cycle, the provider, and the
-    envelope with its columns once set)."""
+    envelope with its columns once set). ``known_blobs``: see
+    :func:`~services.db.blobs.externalize`."""
     values: dict[str, Any] = dict.fromkeys(_COLUMNS)
     values.update({
         "execution_id": execution_id, "call_id": call_id, "created_at": utcnow(),
         "cycle": cycle, "provider": provider, **_identity(call, envelope),
     })
     if call is not None:
-        values["args"] = externalize(session, execution_id, dict(call.get("args") or {}))
+        values["args"] = externalize(session, execution_id, dict(call.get("args") or {}),
+                                     known=known_blobs)
     if envelope is not None:
         values.update(_envelope_columns(envelope))
-        values["envelope"] = externalize(session, execution_id, envelope)
+        values["envelope"] = externalize(session, execution_id, envelope, known=known_blobs)
     session.execute(_upsert(session), {f"p_{key}": value for key, value in values.items()})
 
 
@@ -77,16 +80,17 @@ _COLUMNS = ("execution_id", "call_id", "created_at", "cycle", "provider", "tool_
 _UPSERTS: dict[str, Any] = {}
 
 
-def _upsert(session: Session) -> Any:
-    """The evidence upsert of the session's dialect, built once (parameters ``p_<column>``;
-    ``None`` is SQL ``NULL``, for the JSON columns too)."""
-    name = session.get_bind().dialect.name
+def _upsert(session: Session | Connection) -> Any:
+    """The evidence upsert of the session's dialect, built once on the table (Core: no ORM
+    step when run on a session either; parameters ``p_<column>``; ``None`` is SQL ``NULL``,
+    for the JSON columns too)."""
+    name = dialect_name(session)
     found = _UPSERTS.get(name)
     if found is not None:
         return found
-    table = ToolCallRecord.__table__
+    table: Table = ToolCallRecord.__table__  # type: ignore[assignment]
     nullable_json = JSON(none_as_null=True)
-    statement = dialect_insert(session)(ToolCallRecord).values({
+    statement = dialect_insert(session)(table).values({
         key: bindparam(f"p_{key}", type_=nullable_json if key in ("args", "envelope")
                        else table.c[key].type) for key in _COLUMNS})
     new = statement.excluded
@@ -124,3 +128,21 @@ def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,
                                                  "correlation_id")})
         op["envelope"] = extract(envelope, blobs)
     return op
+
+
+_TOOL_CALLS: Table = ToolCallRecord.__table__  # type: ignore[assignment]
+_ENVELOPE = select(_TOOL_CALLS.c.envelope).where(
+    _TOOL_CALLS.c.execution_id == bindparam("p_execution_id"),
+    _TOOL_CALLS.c.call_id == bindparam("p_call_id"))
+
+
+def recorded_envelope(db: Database, execution_id: str, call_id: str) -> dict[str, Any] | None:
+    """The recorded envelope of a tool call, or ``None`` when it has none (one Core read: a
+    loop asks before every call)."""
+    with db.read_connection() as connection:
+        envelope = connection.execute(_ENVELOPE, {"p_execution_id": execution_id,
+                                                  "p_call_id": call_id}).scalar_one_or_none()
+        if envelope is None:
+            return None
+        (envelope,) = hydrate(connection, execution_id, [envelope])
+    return dict(envelope)

@@ -9,11 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from sqlalchemy import select
-
-from services.db.blobs import hydrate
-from services.db.evidence import record_tool_call
-from services.db.models import ToolCallRecord
+from services.db.evidence import record_tool_call, recorded_envelope
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.settings import get_settings
@@ -25,19 +21,9 @@ class DbIdempotencyStore:
         self._redactor = redactor or Redactor.from_settings(get_settings())
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
-        with self._db.read_session() as session:
-            envelope = session.execute(
-                select(ToolCallRecord.envelope).where(
-                    ToolCallRecord.execution_id == execution_id,
-                    ToolCallRecord.call_id == call_id,
-                )
-            ).scalar_one_or_none()
-            if envelope is None:
-                return None
-            (envelope,) = hydrate(session, execution_id, [envelope])
-        return dict(envelope)
+        return recorded_envelope(self._db, execution_id, call_id)
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         redacted = self._redactor.data(envelope)
-        with self._db.session() as session:
-            record_tool_call(session, execution_id, call_id, envelope=redacted)
+        with self._db.transaction() as connection:
+            record_tool_call(connection, execution_id, call_id, envelope=redacted)

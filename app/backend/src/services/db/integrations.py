@@ -14,11 +14,8 @@ from __future__ import annotations
 
 import base64
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from cryptography.fernet import Fernet, InvalidToken
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 from pydantic import SecretStr
 
 from services.db.models import Integration
@@ -27,12 +24,19 @@ from services.execution.errors import ConfigError
 from services.repos.origins import GitOrigins, parse_origin
 from services.settings import StudioSettings
 
+if TYPE_CHECKING:  # cryptography is loaded when a secret is encrypted or decrypted
+    from cryptography.fernet import Fernet
+
 GITHUB = "github"
 Source = Literal["environment", "database", "default", "none"]
 
 
 def fernet_for(secret_key: SecretStr | None) -> Fernet:
     """The cipher for secrets at rest; refuses without ``STUDIO_SECRET_KEY``."""
+    from cryptography.fernet import Fernet
+    from cryptography.hazmat.primitives import hashes
+    from cryptography.hazmat.primitives.kdf.hkdf import HKDF
+
     if secret_key is None or not secret_key.get_secret_value():
         raise ConfigError("STUDIO_SECRET_KEY is not set: secrets cannot be stored encrypted")
     key = HKDF(algorithm=hashes.SHA256(), length=32, salt=b"studio-secrets-at-rest",
@@ -113,6 +117,8 @@ class IntegrationRepository:
             return self._settings.github_token, "environment"
         if row is None or row.token_encrypted is None:
             return None, "none"
+        from cryptography.fernet import InvalidToken
+
         try:
             plain = fernet_for(self._settings.secret_key).decrypt(row.token_encrypted)
         except InvalidToken as exc:

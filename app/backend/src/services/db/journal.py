@@ -23,6 +23,9 @@ Two ways to write:
 
 A live stream reading the journal sees events in batches, still in order and without gaps.
 
+Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop commits twice a
+step), their statements built once with bound parameters.
+
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
 redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``), its large
 strings once per execution (:mod:`services.db.blobs`).
@@ -36,8 +39,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from sqlalchemy import insert, update
-from sqlalchemy.orm import Session
+from sqlalchemy import Connection, Table, bindparam, insert, update
 
 from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
@@ -55,6 +57,16 @@ class StaleLease(ExecutionError):
     """This process no longer holds the execution's lease: it must stop writing."""
 
 
+_EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
+_EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
+_INSERT_EVENTS = insert(_EVENTS)
+_BUMP_SEQ = (
+    update(_EXECUTIONS)
+    .where(_EXECUTIONS.c.id == bindparam("p_id"))
+    .values(event_seq=_EXECUTIONS.c.event_seq + bindparam("p_count"))
+    .returning(_EXECUTIONS.c.event_seq, _EXECUTIONS.c.lease_epoch)
+)
+
 BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
                       AgentEventKind.FINISHED})
 MAX_PENDING = 64
@@ -64,8 +76,9 @@ class PendingWrite(Protocol):
     """A write that rides along with the journal's next commit (a tool call's record and
     checkpoint, a budget charge)."""
 
-    def apply(self, session: Session) -> None:
-        """Write it in ``session``'s transaction (SQLite, statement by statement)."""
+    def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
+        """Write it in ``connection``'s transaction (SQLite, statement by statement, Core);
+        ``known_blobs``: the blobs this transaction already stored for its execution."""
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         """Its operations for ``studio_journal_commit`` (PostgreSQL); large strings go to
@@ -140,11 +153,13 @@ class DbEventSink:
                     last = self._commit_pg(execution_id, batch,
                                            [w for e, w in writes if e == execution_id])
             else:
-                with self._db.session() as session:
+                known: dict[str, set[str]] = {}
+                with self._db.transaction() as connection:
                     for execution_id, batch in by_execution.items():
-                        last = self._insert(session, execution_id, batch)
-                    for _, write in writes:
-                        write.apply(session)
+                        last = self._insert(connection, execution_id, batch,
+                                            known.setdefault(execution_id, set()))
+                    for execution_id, write in writes:
+                        write.apply(connection, known.setdefault(execution_id, set()))
             for event, _ in events:
                 for sink in self._downstream:
                     sink.emit(event)
@@ -172,31 +187,29 @@ class DbEventSink:
             raise self._stale(execution_id, refused.current_epoch) from None
         return last if batch else 0
 
-    def _insert(self, session: Session, execution_id: str,
-                batch: list[tuple[AgentEvent, dict[str, Any]]]) -> int:
-        last = self._bump_seq(session, execution_id, len(batch))
+    def _insert(self, connection: Connection, execution_id: str,
+                batch: list[tuple[AgentEvent, dict[str, Any]]], known: set[str]) -> int:
+        """The batch in ``connection``'s transaction, in Core statements built once: the
+        counter bumped, the events in one ``executemany``, the evidence upserts."""
+        last = self._bump_seq(connection, execution_id, len(batch))
         first = last - len(batch) + 1
         if batch:
-            session.execute(insert(ExecutionEvent), [
+            connection.execute(_INSERT_EVENTS, [
                 {"execution_id": execution_id, "seq": first + index, "kind": event.kind.value,
-                 "cycle": event.cycle, "data": externalize(session, execution_id, data)}
+                 "cycle": event.cycle,
+                 "data": externalize(connection, execution_id, data, known=known)}
                 for index, (event, data) in enumerate(batch)])
         for event, data in batch:
             found = _evidence_args(event, data)
             if found is not None:
-                record_tool_call(session, event.execution_id, **found)
+                record_tool_call(connection, event.execution_id, known_blobs=known, **found)
         return last
 
-    def _bump_seq(self, session: Session, execution_id: str, count: int) -> int:
+    def _bump_seq(self, connection: Connection, execution_id: str, count: int) -> int:
         """Reserve ``count`` sequence numbers (the row locked until commit, the lease epoch
         checked); answers the last one."""
-        statement = (
-            update(NodeExecution)
-            .where(NodeExecution.id == execution_id)
-            .values(event_seq=NodeExecution.event_seq + count)
-            .returning(NodeExecution.event_seq, NodeExecution.lease_epoch)
-        )
-        row = session.execute(statement).one_or_none()
+        row = connection.execute(_BUMP_SEQ, {"p_id": execution_id, "p_count": count}
+                                 ).one_or_none()
         if row is None:
             raise UnknownExecution(execution_id)
         seq, epoch = row

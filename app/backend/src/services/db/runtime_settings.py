@@ -11,11 +11,14 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
-from sqlalchemy import select
+from sqlalchemy import Table, select
 
 from services.db.errors import NotFound
 from services.db.models import RuntimeSetting
 from services.db.session import Database
+
+_TABLE: Table = RuntimeSetting.__table__  # type: ignore[assignment]
+_ALL = select(_TABLE.c.key, _TABLE.c.value)
 
 NODE_CUTOVER_OVERRIDE = "__agent_runtime_cutover_enabled"
 CutoverSource = Literal["node_override", "runtime_setting", "default"]
@@ -122,8 +125,8 @@ class SettingsRepository:
 
     def all(self) -> dict[str, Any]:
         """Every known key with its effective value."""
-        with self._db.read_session() as session:
-            stored = {row.key: row.value for row in session.scalars(select(RuntimeSetting))}
+        with self._db.read_connection() as connection:  # Core: a loop reads it every cycle
+            stored = {str(key): value for key, value in connection.execute(_ALL)}
         return {key: stored.get(key, spec.default) for key, spec in RUNTIME_SETTINGS.items()}
 
     def described(self) -> list[dict[str, Any]]:

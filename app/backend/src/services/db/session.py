@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event, text
+from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
@@ -108,10 +108,17 @@ def _engine(url: str) -> Engine:
     return engine
 
 
-def dialect_insert(session: Session) -> Any:
-    """The ``insert`` of the session's dialect (it has ``on_conflict_do_nothing`` on both)."""
-    name = session.get_bind().dialect.name
-    return postgresql.insert if name == "postgresql" else sqlite.insert
+def dialect_name(target: Session | Connection) -> str:
+    """``postgresql`` or ``sqlite``: the dialect of a session or a Core connection."""
+    if isinstance(target, Connection):
+        return str(target.dialect.name)
+    return str(target.get_bind().dialect.name)
+
+
+def dialect_insert(target: Session | Connection) -> Any:
+    """The ``insert`` of the session's (or connection's) dialect (it has
+    ``on_conflict_do_nothing`` on both)."""
+    return postgresql.insert if dialect_name(target) == "postgresql" else sqlite.insert
 
 
 Session = OrmSession
@@ -132,8 +139,8 @@ class Database:
         read_options: dict[str, Any] = {READ_ONLY_OPTION: True}
         if engine.dialect.name == "postgresql":  # each SELECT its own transaction: no BEGIN
             read_options["isolation_level"] = "AUTOCOMMIT"
-        self.read_sessionmaker = sessionmaker(
-            engine.execution_options(**read_options), expire_on_commit=False)
+        self.read_engine = engine.execution_options(**read_options)
+        self.read_sessionmaker = sessionmaker(self.read_engine, expire_on_commit=False)
 
     @property
     def dialect(self) -> str:
@@ -154,6 +161,19 @@ class Database:
         with self.read_sessionmaker() as session, session.begin():
             yield session
 
+    @contextmanager
+    def transaction(self) -> Iterator[Connection]:
+        """A Core connection whose transaction commits when the block ends (rolls back on
+        error): :meth:`session` without the ORM, for the hot paths (the journal)."""
+        with self.engine.begin() as connection:
+            yield connection
+
+    @contextmanager
+    def read_connection(self) -> Iterator[Connection]:
+        """:meth:`read_session` without the ORM: a Core connection for reads only."""
+        with self.read_engine.connect() as connection, connection.begin():
+            yield connection
+
     def ping(self) -> None:
         """One round trip (``SELECT 1``); raises :data:`DatabaseError` when it fails."""
         with self.engine.connect() as connection:
@@ -167,6 +187,8 @@ def _migrate_sqlite(engine: Engine) -> None:
     database = engine.url.database
     if not database or database == ":memory:":
         migrate.upgrade(engine)
+        return
+    if migrate.is_current(engine):  # the usual case: no Alembic, no lock
         return
     lock_path = Path(database).with_name(Path(database).name + ".migrate.lock")
     _private_file(lock_path)
@@ -188,7 +210,7 @@ def open_database(settings: StudioSettings | None = None, *, check: bool = True)
     engine = create_db_engine(resolve_url(settings))
     if engine.dialect.name == "sqlite":
         _migrate_sqlite(engine)
-    elif check:
+    elif check and not migrate.is_current(engine):
         current, heads = migrate.current_revisions(engine), migrate.head_revisions()
         if current != heads:
             engine.dispose()

@@ -28,14 +28,15 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
-
-from github import Auth, Github, GithubException, RateLimitExceededException
-from github.PullRequest import PullRequest
-from github.Repository import Repository
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.ports import PullRequestPort, PullRequestRef
+
+if TYPE_CHECKING:  # PyGithub (about 0.3 s of imports) is loaded when GitHub is called
+    from github import GithubException
+    from github.PullRequest import PullRequest
+    from github.Repository import Repository
 
 MARKER_PREFIX = "<!-- studio-execution:"
 T = TypeVar("T")
@@ -55,6 +56,8 @@ def body_with_marker(body: str, execution_id: str) -> str:
 
 def github_failure(exc: GithubException | OSError, action: str) -> ToolFailure:
     """The one translation of a GitHub or transport error into a tool failure."""
+    from github import RateLimitExceededException
+
     if isinstance(exc, OSError):
         return ToolFailure(ErrorCode.INTEGRATION_UNAVAILABLE,
                            f"GitHub is unreachable while trying to {action}: "
@@ -84,6 +87,8 @@ def _already_exists(exc: GithubException) -> bool:
 
 
 def _call(action: str, fn: Callable[[], T]) -> T:
+    from github import GithubException
+
     try:
         return fn()
     except GithubException as exc:
@@ -105,6 +110,8 @@ class GitHubPullRequests:
                  timeout_s: int = 30, retry: int | None = None) -> None:
         self.owner = owner
         self.repo_name = repo
+        from github import Auth, Github
+
         self._github = Github(base_url=api_url.rstrip("/"), auth=Auth.Token(token),
                               timeout=timeout_s, retry=retry,
                               seconds_between_requests=seconds_between_requests,
@@ -118,6 +125,8 @@ class GitHubPullRequests:
                      lambda: self._github.get_repo(f"{self.owner}/{self.repo_name}"))
 
     def _check_base(self, repository: Repository, base: str) -> None:
+        from github import GithubException
+
         try:
             repository.get_branch(base)
         except GithubException as exc:
@@ -150,6 +159,8 @@ class GitHubPullRequests:
         if existing is not None:
             return _ref(existing, created=False)
         text = body_with_marker(body, execution_id)
+        from github import GithubException
+
         try:
             pull = repository.create_pull(base=base, head=head_branch, title=title, body=text,
                                           draft=draft)

@@ -185,8 +185,9 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             hub.register(registry)
         registry = restrict(registry, inputs.profile.role)
         cycles = LastCycle()
-        shown: list[EventSink] = [RedactingSink(s, redactor) for s in [
-            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]]
+        # One redaction per event for every sink shown (not one per sink).
+        shown: list[EventSink] = [RedactingSink(FanOutSink([
+            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]), redactor)]
         journal = wiring.journal
         if isinstance(journal, DbEventSink):  # buffered: shown once committed
             journal.forward_to(shown)

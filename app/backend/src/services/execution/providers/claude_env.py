@@ -14,13 +14,12 @@ never reads the process environment.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import stat
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-
-import claude_agent_sdk
 
 #: Names taken from the composition root's environment (auth, endpoints, proxies, TLS trust).
 ALLOWED_ENV: frozenset[str] = frozenset(
@@ -112,8 +111,13 @@ def claude_env_from(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def bundled_cli_path() -> Path:
-    """The Claude Code CLI shipped inside the claude-agent-sdk wheel."""
-    return Path(claude_agent_sdk.__file__).parent / "_bundled" / "claude"
+    """The Claude Code CLI shipped inside the claude-agent-sdk wheel (found without importing
+    the SDK: it brings the MCP client, about 1 s of imports, to every run that imports this
+    module)."""
+    spec = importlib.util.find_spec("claude_agent_sdk")
+    if spec is None or spec.origin is None:
+        raise ModuleNotFoundError("claude_agent_sdk is not installed", name="claude_agent_sdk")
+    return Path(spec.origin).parent / "_bundled" / "claude"
 
 
 def session_env(

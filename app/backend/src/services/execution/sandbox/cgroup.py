@@ -178,10 +178,30 @@ class CommandGroup:
             _write(self.layout.pids / name / "pids.max", str(limits.processes))
 
     def join(self, pid: int = 0) -> None:
-        """Move process ``pid`` (0: the calling process, a forked child) into every group."""
+        """Move process ``pid`` (0: the calling process, a forked child) into every group.
+
+        On cgroup v1 a (single-threaded) forked child moves itself through ``tasks``: see
+        :meth:`self_join_files`."""
+        if pid == 0 and self.layout.version == 1:
+            for path in self.self_join_files():
+                _write(path, "0")
+            return
         text = str(pid or os.getpid())
         for directory in self.dirs:
             _write(directory / "cgroup.procs", text)
+
+    def self_join_files(self) -> list[Path]:
+        """Where a single-threaded process moves *itself* into the group by writing ``0``
+        (cgroup v1 only; empty on v2).
+
+        Writing a pid to ``cgroup.procs`` moves a whole thread group: the kernel takes its
+        global thread-group lock for writing, which waits for an RCU grace period (about
+        10 ms here when migrations are spaced out, as commands are). A thread writing ``0`` to
+        ``tasks`` moves only itself and skips that lock (0.1 ms); for a process with one
+        thread, the thread is the process."""
+        if self.layout.version != 1:
+            return []
+        return [directory / "tasks" for directory in self.dirs]
 
     def _members(self) -> set[int]:
         found: set[int] = set()
@@ -243,23 +263,31 @@ GATE_SCRIPT = (
     '{ echo "cannot execute: No such file or directory" >&2; exit 127; }; exec "$@"'
 )
 GATE_SHELL = "/bin/sh"
+# The same, for a child that first moves itself into its cgroup (v1: ``0`` written to each
+# ``tasks`` file named before ``--``, see :meth:`CommandGroup.self_join_files`).
+SELF_JOIN_GATE_SCRIPT = (
+    'while [ "$1" != -- ]; do echo 0 > "$1" || '
+    '{ echo "studio-gate: the command could not join its cgroup" >&2; exit 125; }; shift; done; '
+    "shift; " + GATE_SCRIPT
+)
 
 
 class _Gate:
     """A pipe the child reads ``go`` from once the harness has placed it."""
 
     def __init__(self, group: CommandGroup | None, limits: CommandLimits, *,
-                 keep: bool = False) -> None:
+                 keep: bool = False, self_join: bool = False) -> None:
         self.group = group
         self.limits = limits
         self.keep = keep
+        self.self_join = self_join  # the child moves itself into the group
         self.read_fd, self.write_fd = os.pipe()
         self.open_fds = [self.read_fd, self.write_fd]
 
     def release(self, pid: int) -> None:
         """Runs in the harness right after the child started: place it, then let it go on."""
         self._close(self.read_fd)
-        if self.group is not None:
+        if self.group is not None and not self.self_join:
             self.group.join(pid)
         apply_rlimits(self.limits, pid=pid,
                       memory_in_cgroup=self.group is not None and self.group.holds_memory,
@@ -335,7 +363,8 @@ def with_limits(prepared: PreparedCommand, limits: CommandLimits, *,
 
     ``in_child``: applied in the forked child (for a sandbox that needs a ``preexec`` anyway).
     Otherwise the command starts behind a ``/bin/sh`` gate and the harness applies them to the
-    waiting child: a ``preexec`` would make every spawn a full ``fork`` of the harness.
+    waiting child: a ``preexec`` would make every spawn a full ``fork`` of the harness. On
+    cgroup v1 the gate moves itself into the group first (:meth:`CommandGroup.self_join_files`).
 
     ``shared``: the execution's group, joined and, when the command ends, emptied instead of a
     group made and removed for this command alone.
@@ -347,8 +376,13 @@ def with_limits(prepared: PreparedCommand, limits: CommandLimits, *,
         if group is not None:
             finish = shared.empty if shared is not None else group.close
         return dataclasses.replace(prepared, preexec=preexec, finish=finish)
-    gate = _Gate(group, limits, keep=shared is not None)
+    joins = group.self_join_files() if group is not None else []
+    gate = _Gate(group, limits, keep=shared is not None, self_join=bool(joins))
+    if joins:
+        argv = [GATE_SHELL, "-c", SELF_JOIN_GATE_SCRIPT, "studio-gate", *map(str, joins), "--",
+                *prepared.argv]
+    else:
+        argv = [GATE_SHELL, "-c", GATE_SCRIPT, "studio-gate", *prepared.argv]
     return dataclasses.replace(
-        prepared, argv=[GATE_SHELL, "-c", GATE_SCRIPT, "studio-gate", *prepared.argv],
-        stdin=gate.read_fd, on_start=gate.release, finish=gate.finish,
+        prepared, argv=argv, stdin=gate.read_fd, on_start=gate.release, finish=gate.finish,
     )
