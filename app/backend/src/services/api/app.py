@@ -39,6 +39,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "flowcharts",
     "run_artifacts",
     "operators",
+    "approvals",
 )
 
 API_PREFIX = "/api/"

@@ -40,6 +40,9 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.WORKSPACE_REFUSED: 422,
     ErrorCode.REQUEST_TOO_LARGE: 413,
     ErrorCode.LIMIT_ABOVE_CEILING: 403,
+    ErrorCode.INVALID_APPROVAL_POLICY: 422,
+    ErrorCode.APPROVAL_NOT_FOUND: 404,
+    ErrorCode.APPROVAL_ALREADY_DECIDED: 409,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {

@@ -78,7 +78,8 @@ def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> N
 def _fail_unfinished(db: Database, execution_id: str) -> None:
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
-    if row is None or row.status in FINAL_STATUSES:
+    if row is None or row.status in FINAL_STATUSES \
+            or row.status == ExecutionStatus.AWAITING_APPROVAL:  # resumed once decided
         return
     repository.finish(execution_id, status=ExecutionStatus.FAILED, outcome="error",
                       error_code=ErrorCode.SUBSTRATE_ERROR.value,
@@ -89,7 +90,7 @@ def _ensure_finished_event(db: Database, execution_id: str) -> None:
     """Append a ``finished`` event when the journal does not end with one."""
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
-    if row is None:
+    if row is None or row.status == ExecutionStatus.AWAITING_APPROVAL:
         return
     last = repository.events(execution_id, after_seq=max(row.event_seq - 1, 0))
     if last and last[-1].kind == AgentEventKind.FINISHED.value:

@@ -52,6 +52,9 @@ def run_command(
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print each command's output tails as it ends.")] = False,
+    approval_policy: Annotated[str | None, typer.Option(
+        "--approval-policy", help='JSON: {"domain.operation" | "domain.*" | "*": '
+        '"allow" | "deny" | "require"} (require needs --repo).')] = None,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
@@ -70,17 +73,20 @@ def run_command(
         _usage_error(f"the {provider} provider needs --script FILE")
     overrides = {k: v for k, v in {"max_iterations": max_iterations,
                                    "max_budget_usd": max_budget_usd}.items() if v is not None}
+    policy = _approval_policy(approval_policy, in_place=repo is None)
     if repo is not None:
         _run_repo(ExecutionRequest(
             provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
             pull_request=pull_request, script=_script(script), github_repo=github_repo,
-            allow_local=True, limit_overrides=overrides), keep_workspace, json_output, verbose)
+            allow_local=True, limit_overrides=overrides, approval_policy=policy),
+            keep_workspace, json_output, verbose)
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
     service = ExecutionService(open_db(), get_settings())
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
-                               model=model, script=script, limit_overrides=overrides)
+                               model=model, script=script, limit_overrides=overrides,
+                               approval_policy=policy)
     try:
         result = service.run(request, sinks=[LiveConsoleSink(verbose=verbose)]).run
     except ConfigError as exc:
@@ -91,6 +97,26 @@ def run_command(
     else:
         typer.echo(result.result.model_dump_json(indent=2))
     raise typer.Exit(0 if result.succeeded else 1)
+
+
+def _approval_policy(raw: str | None, *, in_place: bool) -> dict[str, str]:
+    """The ``--approval-policy`` JSON, validated (services.execution.approvals)."""
+    from services.execution.approvals import Rule, parse_policy
+
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        _usage_error(f"invalid_approval_policy: --approval-policy is not JSON: {exc}")
+    try:
+        policy = parse_policy(data)
+    except ConfigError as exc:
+        _usage_error(str(exc))
+    if in_place and Rule.REQUIRE in policy.rules.values():
+        _usage_error("invalid_approval_policy: a \"require\" rule needs a repository run "
+                     "(--repo): a run in place cannot wait for an approval")
+    return policy.as_json()
 
 
 def _script(path: Path | None) -> dict[str, Any] | None:

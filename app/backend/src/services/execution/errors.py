@@ -76,6 +76,11 @@ class ErrorCode(StrEnum):
     WORKSPACE_REFUSED = "workspace_refused"
     REQUEST_TOO_LARGE = "request_too_large"
     LIMIT_ABOVE_CEILING = "limit_above_ceiling"
+    # approval gates (services.execution.approvals)
+    PERMISSION_DENIED = "permission_denied"
+    INVALID_APPROVAL_POLICY = "invalid_approval_policy"
+    APPROVAL_NOT_FOUND = "approval_not_found"
+    APPROVAL_ALREADY_DECIDED = "approval_already_decided"
 
 
 class StudioError(Exception):

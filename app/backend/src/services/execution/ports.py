@@ -153,6 +153,9 @@ class AgentEventKind(StrEnum):
     FINISHED = "finished"
     # after the loop: commit, push and pull request, each with its result (the durable path)
     FINALIZE = "finalize"
+    # approval gates: a call waits for a person; a decision on a gated call (evidence)
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,7 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
+from services.execution.approvals import ApprovalGate
 from services.execution.guards import AgentLimits
 from services.execution.messages import Message
 from services.execution.outcomes import RunResult, UsageTotals
@@ -77,6 +78,8 @@ class LoopWiring:
     limits: AgentLimits
     refresh_limits: Callable[[], AgentLimits] | None = None
     spent: UsageTotals | None = None
+    gate: ApprovalGate | None = None  # the approval policy (services.runs.approvals)
+    resume_pending: bool = False  # the last attempt paused for an approval mid-batch
 
     @classmethod
     def build(cls, db: Database, execution_id: str, repository: str, limits: dict[str, Any],
@@ -179,6 +182,7 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             refresh_limits=wiring.refresh_limits, spent=wiring.spent,
             trace_links=inputs.trace_links,
             trace_content=redactor.text if capture_message_content() else None,
+            gate=wiring.gate, resume_pending=wiring.resume_pending,
         )
         try:
             run = anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)

@@ -29,6 +29,7 @@ from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
+from services.runs.approvals import approval_gate
 from services.runs.durable import execute_execution
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
@@ -118,6 +119,9 @@ class ExecutionService:
             # the legacy runtime writes each event as it comes
             journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
             control=DbRunControl(self.db, execution_id))
+        # in place there is no resume to wait for: ``require`` is refused like ``deny``
+        wiring.gate = approval_gate(self.db, self.settings, execution_id,
+                                    request.approval_policy, self.redactor, can_wait=False)
         inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
                             request.prompt, request.script)
         if legacy:

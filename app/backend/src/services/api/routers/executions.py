@@ -32,6 +32,7 @@ from services.db.redaction import Redactor
 from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.db.status import ExecutionStatus
+from services.execution.approvals import parse_policy
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.providers.profiles import provider_profile
 from services.execution.providers.replay import load_script
@@ -81,10 +82,11 @@ def create_execution_route(
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
     check_limits(http_request, db, limits, "limits")
+    policy = parse_policy(body.approval_policy).as_json()  # invalid_approval_policy (422)
     request = ExecutionRequest(
         provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
-        limit_overrides=limits)
+        limit_overrides=limits, approval_policy=policy)
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
                                         settings=settings)
