@@ -22,6 +22,8 @@ from pydantic import (
     model_validator,
 )
 
+from services.execution.approvals import Rule, parse_policy
+from services.execution.errors import ConfigError, ErrorCode
 from services.flowcharts.templates import template_syntax_errors
 from services.flowcharts.workspace import check_node_workspace_name
 from services.repos.urls import RepositoryUrlRejected, validate_repo_url
@@ -112,6 +114,8 @@ class AgentConfig(_Config):
     limits: dict[str, Any] = Field(default_factory=dict)
     continue_on_failure: bool = False
     cutover_override: bool | None = Field(default=None, alias="__agent_runtime_cutover_enabled")
+    # services.execution.approvals (checked by _check_node: invalid_approval_policy)
+    approval_policy: Any = None
 
     @field_validator("workspace")
     @classmethod
@@ -277,7 +281,24 @@ def _check_node(graph: FlowchartGraph, node: NodeSpec) -> list[Problem]:
                 for msg in template_syntax_errors(config.templates())]
     if isinstance(config, DecisionConfig):
         problems += _check_decision(graph, node.id, config)
+    if isinstance(config, AgentConfig) and config.approval_policy is not None:
+        problems += _check_approval_policy(node.id, config.approval_policy)
     return problems
+
+
+def _check_approval_policy(node_id: str, raw: Any) -> list[Problem]:
+    """A node's ``approval_policy``: valid, and without ``require`` (a flowchart node cannot
+    wait for a person yet: its run would go on without it)."""
+    try:
+        policy = parse_policy(raw)
+    except ConfigError as exc:
+        return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
+                        message=f"node {node_id!r}: {exc.message}")]
+    if Rule.REQUIRE in policy.rules.values():
+        return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
+                        message=f"node {node_id!r}: a flowchart node cannot wait for an "
+                                "approval (\"require\"); use \"allow\" or \"deny\"")]
+    return []
 
 
 def _check_decision(graph: FlowchartGraph, node_id: str, config: DecisionConfig) -> list[Problem]:

@@ -22,6 +22,7 @@ from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
+from services.execution.approvals import parse_policy
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
 from services.execution.tool_domains.context import ToolDomainContext
@@ -108,6 +109,7 @@ class NodeRunner:
             pull_request=config.pull_request, script=config.replay_script,
             github_repo=config.github_repo, limit_overrides=dict(config.limits),
             node_config=node_config,
+            approval_policy=parse_policy(config.approval_policy).as_json(),
         )
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:
