@@ -118,6 +118,11 @@ def test_a_required_call_waits_then_runs_or_is_denied_without_asking_the_model_a
     written = [d for k, d in events if k == "tool_call"
                and d["call"]["operation"] == "write_file"]
     assert len(written) == 1  # the call before the gated one did not run again
+    results = [d for k, d in events if k == "tool_result"]
+    assert [(d["envelope"]["operation"], d["envelope"]["ok"]) for d in results] == [
+        ("write_file", True), ("run", decision == "approve"), ("edit_file", True)]
+    ids = [d["call"]["call_id"] for d in results]
+    assert len(set(ids)) == 3, ids  # the turn after the paused one is a new cycle
     result = _result_of(events, "run")
     assert result["approval"]["decision"] == decision
     assert result["approval"]["decided_by"] == "alice"
@@ -193,3 +198,34 @@ def test_a_deny_rule_refuses_without_pausing(
     assert ApprovalRepository(db).of_execution(execution_id) == []
     assert not (world.root / "gated.txt").exists()
     assert TEST_ARGV  # the project's own test command stays available to other rules
+
+
+def test_a_new_session_gets_the_decision_made_for_the_same_call_once(
+        world: RepoWorld, database: tuple[Database, StudioSettings]) -> None:
+    """A self-driving engine (claude) starts a new session on resume: the same call (tool and
+    arguments) under a new id gets the decision made for it, once."""
+    from services.execution.approvals import GateAction, parse_policy
+    from services.execution.messages import ToolCall
+    from services.runs.approvals import DbApprovalGate
+
+    db, settings = database
+    execution_id = _create(db, settings, world, {"command.run": "require"})
+    gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
+                          timeout_s=60)
+
+    def call(call_id: str) -> ToolCall:
+        return ToolCall(call_id=call_id, tool_name="command_run", domain="command",
+                        operation="run", args={"argv": MARK})
+
+    first = gate.review(call("toolu_1"))
+    assert first.action is GateAction.PAUSE and first.approval_id
+    assert gate.review(call("toolu_1")).approval_id == first.approval_id  # asked once
+    decide_approval(db, execution_id, first.approval_id, "approve", by="carol", reason=None,
+                    dispatch=None)
+    again = gate.review(call("toolu_2"))  # the new session's id for the same call
+    assert again.action is GateAction.RUN and again.approval_id == first.approval_id
+    third = gate.review(call("toolu_3"))  # a decision is used once
+    assert third.action is GateAction.PAUSE and third.approval_id != first.approval_id
+    other = gate.review(ToolCall(call_id="toolu_4", tool_name="command_run", domain="command",
+                                 operation="run", args={"argv": ["true"]}))
+    assert other.action is GateAction.PAUSE

@@ -141,6 +141,8 @@ class FrontierAgent:
         if not messages:
             messages.append(Message(role=Role.USER, parts=[TextPart(text=task)]))
         cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        if self.pending is not None:  # the paused turn counts: the next turn is a new cycle
+            cycle += 1
         self.iterations = cycle
         with tracing.span(f"invoke_agent {genai.AGENT}", agent_attributes(
                 self.deps.ctx, self.engine.provider, self.engine.model, cycle),
@@ -175,7 +177,7 @@ class FrontierAgent:
     async def _run_turns(self, client: ModelClient, messages: list[Message],
                          cycle: int) -> RunResult:
         if self.pending is not None:  # the batch a pause for an approval interrupted
-            warning = await self._resume_batch(self.pending, max(cycle - 1, 0), messages)
+            warning = await self._resume_batch(self.pending, cycle - 1, messages)
             if warning:
                 messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
         while True:
