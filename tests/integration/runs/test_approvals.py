@@ -229,3 +229,44 @@ def test_a_new_session_gets_the_decision_made_for_the_same_call_once(
     other = gate.review(ToolCall(call_id="toolu_4", tool_name="command_run", domain="command",
                                  operation="run", args={"argv": ["true"]}))
     assert other.action is GateAction.PAUSE
+
+
+def test_a_decision_during_the_pause_and_a_cancel_while_waiting_are_picked_up_by_the_reaper(
+        world: RepoWorld, database: tuple[Database, StudioSettings]) -> None:
+    from services.db.models import NodeExecution
+
+    db, settings = database
+    early = _create(db, settings, world, {"command.run": "require"})
+    approval = _pause(db, settings, early)
+    with db.session() as session:  # as if the decision came before the attempt had paused
+        session.execute(update(NodeExecution).where(NodeExecution.id == early)
+                        .values(status="running"))
+    decided = decide_approval(db, early, approval["id"], "approve", by="dan", reason=None,
+                              dispatch=None)
+    assert decided.changed and not decided.resume
+    with db.session() as session:
+        session.execute(update(NodeExecution).where(NodeExecution.id == early)
+                        .values(status="awaiting_approval"))
+    cancelled = _create(db, settings, world, {"command.run": "require"})
+    _pause(db, settings, cancelled)
+    ExecutionRepository(db).request_cancel(cancelled)
+    dispatched: list[str] = []
+    assert sorted(reap_approvals(db, dispatched.append)) == sorted([early, cancelled])
+    assert execute_execution(early, settings=settings, db=db).status == "succeeded"
+    assert execute_execution(cancelled, settings=settings, db=db).status == "cancelled"
+
+
+def test_a_secret_in_a_reason_is_stored_redacted(
+        world: RepoWorld, database: tuple[Database, StudioSettings]) -> None:
+    db, settings = database
+    secret = "ghs_RepoWorkflowSECRET0123456789abcdef"  # the world's GitHub token
+    execution_id = _create(db, settings, world, {"command.run": "require"})
+    approval = _pause(db, settings, execution_id)
+    decide_approval(db, execution_id, approval["id"], "deny", by="erin",
+                    reason=f"token {secret} leaked", dispatch=None,
+                    redactor=Redactor.from_settings(settings))
+    stored = ApprovalRepository(db).get(execution_id, approval["id"])
+    assert secret not in str(stored) and "leaked" in str(stored["reason"])
+    assert secret not in str(_events(db, execution_id))
+    assert secret not in str([c.approval for c in ExecutionRepository(db).tool_calls(
+        execution_id)])

@@ -173,15 +173,17 @@ class ApprovalRepository:
 
     def resumable(self, *, limit: int = 100) -> list[str]:
         """Executions that wait (``awaiting_approval``) with nothing pending any more (a
-        decision that came while the run was still pausing), moved back to ``queued``."""
+        decision that came while the run was still pausing), or whose cancellation was asked
+        (the resumed attempt stops at its first check, ``cancelled``), moved back to
+        ``queued``."""
         found: list[str] = []
         with self._db.session() as session:
-            candidates = session.scalars(
-                select(NodeExecution.id)
+            candidates = session.execute(
+                select(NodeExecution.id, NodeExecution.cancel_requested)
                 .where(NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL)
                 .limit(limit)).all()
-            for execution_id in candidates:
-                if _resume_if_done(session, execution_id):
+            for execution_id, cancel in candidates:
+                if _resume_if_done(session, execution_id, force=bool(cancel)):
                     found.append(execution_id)
         return found
 
@@ -191,14 +193,18 @@ def _not_found(approval_id: str) -> ExecutionError:
                           code=ErrorCode.APPROVAL_NOT_FOUND, details={"approval_id": approval_id})
 
 
-def _resume_if_done(session: Session, execution_id: str) -> bool:
-    """``awaiting_approval`` to ``queued`` when no approval of the execution is pending."""
+def _resume_if_done(session: Session, execution_id: str, *, force: bool = False) -> bool:
+    """``awaiting_approval`` to ``queued`` when no approval of the execution is pending (or
+    ``force``)."""
     pending = exists().where(ToolApproval.execution_id == execution_id,
                              ToolApproval.status == PENDING)
+    conditions = [NodeExecution.id == execution_id,
+                  NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL]
+    if not force:
+        conditions.append(~pending)
     result = session.execute(
         update(NodeExecution)
-        .where(NodeExecution.id == execution_id,
-               NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL, ~pending)
+        .where(*conditions)
         .values(status=ExecutionStatus.QUEUED, updated_at=utcnow()))
     return bool(result.rowcount)  # type: ignore[attr-defined]
 
