@@ -417,3 +417,57 @@ def test_the_new_run_form_starts_a_run(studio: ApiServer, browser: WebDriver) ->
         row = client.get(f"/api/executions/{execution_id}").json()
     assert row["prompt"] == "Fix the widget count" and row["limits"]["max_iterations"] == 12
     assert row["pr_url"] is None  # the form's PR box was left unticked
+
+
+def gated_script(name: str) -> dict[str, Any]:
+    """A command the policy gates (its argv holds hostile text), then the answer."""
+    return {"turns": [
+        {"tool_calls": [{"tool": "command.run", "args": {
+            "argv": ["sh", "-c", f"echo ran > {name}.txt", HOSTILE], "timeout_s": 60}}]},
+        {"final": {"status": "success", "summary": f"{name} done"}},
+    ]}
+
+
+def _approval(driver: WebDriver) -> Any:
+    found = driver.find_elements(By.CSS_SELECTOR, "#approvals-list .approval")
+    return found[0] if len(found) == 1 else None
+
+
+def test_pending_approvals_are_decided_from_the_run_page(
+    studio: ApiServer, browser: WebDriver
+) -> None:
+    policy = {"command.run": "require"}
+    denied = create(studio, gated_script("denied"), approval_policy=policy)
+    login(browser, studio.url, studio.token("pages-reviewer", ["read", "run"]),
+          f"#/runs/{denied}")
+    wait(browser).until(lambda d: text(d, "run-status") == "awaiting_approval")
+    pending = wait(browser).until(lambda d: _approval(d) and
+                                  _approval(d).get_attribute("data-status") == "pending"
+                                  and _approval(d))
+    # the call, its arguments (JSON, so quotes are escaped) as text
+    assert "command.run" in pending.text and "<script>window.__studio_xss" in pending.text
+    _checked(browser, "run-page-pending-approval")
+    pending.find_element(By.CLASS_NAME, "approval-reason").send_keys(HOSTILE)
+    pending.find_element(By.CLASS_NAME, "deny").click()
+    wait(browser).until(lambda d: text(d, "run-status") == "succeeded")
+    decided = wait(browser).until(lambda d: _approval(d) and
+                                  _approval(d).get_attribute("data-status") == "denied"
+                                  and _approval(d))
+    assert "denied by pages-reviewer" in decided.text and HOSTILE in decided.text
+    assert f"by pages-reviewer: {HOSTILE}" in text(browser, "conversation")
+    assert "error permission_denied" in [o for _, o in _calls(browser)]
+    assert nothing_injected_ran(browser)
+    _checked(browser, "run-page-denied-approval")
+
+    approved = create(studio, gated_script("approved"), approval_policy=policy)
+    go(browser, studio.url, f"#/runs/{approved}")
+    pending = wait(browser).until(lambda d: _approval(d) and
+                                  _approval(d).get_attribute("data-status") == "pending"
+                                  and _approval(d))
+    pending.find_element(By.CLASS_NAME, "approve").click()
+    wait(browser).until(lambda d: text(d, "run-status") == "succeeded")
+    assert _calls(browser) == [("command.run", "exit 0")]
+    with studio.client(studio.admin) as client:
+        approvals = client.get(f"/api/executions/{approved}/approvals").json()["approvals"]
+    assert [(a["status"], a["decided_by"]) for a in approvals] == [
+        ("approved", "pages-reviewer")]

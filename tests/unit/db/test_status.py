@@ -6,7 +6,7 @@ from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
 
 
 def test_every_status_is_waiting_active_or_final() -> None:
-    waiting = {ExecutionStatus.QUEUED}
+    waiting = {ExecutionStatus.QUEUED, ExecutionStatus.AWAITING_APPROVAL}
     assert not ACTIVE_STATUSES & FINAL_STATUSES
     assert not waiting & (ACTIVE_STATUSES | FINAL_STATUSES)
     assert waiting | ACTIVE_STATUSES | FINAL_STATUSES == set(ExecutionStatus)
@@ -14,5 +14,6 @@ def test_every_status_is_waiting_active_or_final() -> None:
 
 def test_statuses_are_their_column_values() -> None:
     assert [s.value for s in ExecutionStatus] == [
-        "queued", "claimed", "running", "finalizing", "succeeded", "failed", "cancelled", "stalled"]
+        "queued", "claimed", "running", "finalizing", "succeeded", "failed", "cancelled", "stalled",
+        "awaiting_approval"]
     assert ExecutionStatus("finalizing") == "finalizing"

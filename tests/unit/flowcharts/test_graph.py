@@ -178,3 +178,24 @@ def test_decisions_use_the_default_or_fail_naming_the_field() -> None:
         decide(strict, "route", {"fix": {"status": "blocked"}})
     with pytest.raises(ValueError, match=r"no field 'status'"):
         decide(strict, "route", {"fix": {}})
+
+
+@pytest.mark.parametrize(("policy", "needle"), [
+    ({"command.run": "sometimes"}, "must be"), ({"nope.*": "deny"}, "no known domain"),
+    ({"command.run": "require"}, "cannot wait"), ("deny", "JSON object"),
+])
+def test_an_agent_nodes_approval_policy_is_validated_naming_the_node(
+        policy: Any, needle: str) -> None:
+    graph = _with(lambda g: g["nodes"][1]["config"].update(approval_policy=policy))
+    problems = _problems(graph)
+    assert problems and all(p.node_id == "fix" for p in problems)
+    if isinstance(policy, dict):
+        assert [p.code for p in problems] == ["invalid_approval_policy"]
+    assert needle in problems[0].message
+
+
+def test_an_agent_node_may_allow_and_deny() -> None:
+    graph = _with(lambda g: g["nodes"][1]["config"].update(
+        approval_policy={"git.*": "deny", "git.status": "allow"}))
+    assert parse_graph(graph).nodes[1].config["approval_policy"] == {"git.*": "deny",
+                                                                      "git.status": "allow"}

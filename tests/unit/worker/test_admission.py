@@ -27,6 +27,7 @@ class Row:
     (Row("finalizing", NOW + timedelta(seconds=1)), Admission.LEASE_HELD),
     (Row("running", NOW - timedelta(seconds=1)), Admission.RUN),  # expired: take it over
     (Row("running", NOW), Admission.RUN),  # expires exactly now: expired
+    (Row("awaiting_approval"), Admission.AWAITING_APPROVAL),  # a decision dispatches it
     (Row("running", (NOW + timedelta(seconds=5)).replace(tzinfo=None)), Admission.LEASE_HELD),
     *[(Row(status, NOW + timedelta(hours=1)), Admission.FINISHED)
       for status in sorted(FINAL_STATUSES)],

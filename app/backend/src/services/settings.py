@@ -88,6 +88,8 @@ class StudioSettings(BaseSettings):
     # Finished executions older than this many days are deleted by ``studio db prune`` (their
     # journal, evidence, checkpoints and blobs with them); unset: kept until pruned explicitly.
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
+    # how long a tool call waits for a person's approval before it counts as denied
+    approval_timeout_s: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
     # The largest request body the HTTP API reads (bytes); past it, 413 request_too_large.
     api_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.

@@ -40,6 +40,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "run_artifacts",
     "operators",
     "mcp_servers",
+    "approvals",
 )
 
 API_PREFIX = "/api/"

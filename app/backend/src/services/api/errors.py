@@ -43,6 +43,9 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.UNKNOWN_ROLE: 422,
     ErrorCode.UNKNOWN_MCP_SERVER: 422,
     ErrorCode.MCP_SERVER_EXISTS: 409,
+    ErrorCode.INVALID_APPROVAL_POLICY: 422,
+    ErrorCode.APPROVAL_NOT_FOUND: 404,
+    ErrorCode.APPROVAL_ALREADY_DECIDED: 409,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {

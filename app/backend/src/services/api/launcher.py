@@ -68,22 +68,37 @@ def _log_failure(future: Future[None]) -> None:
 
 
 def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> None:
-    """Run the execution in this process (its ``studio execute`` child); it always ends."""
+    """Run the execution in this process (its ``studio execute`` child); it always ends,
+    unless it waits for an approval (or was decided and queued again meanwhile: a later run
+    carries it on)."""
+    before = ExecutionRepository(db).get(execution_id)
+    epoch = before.lease_epoch if before is not None else 0
     try:
         run(execution_id)
     finally:
-        _fail_unfinished(db, execution_id)
-        _ensure_finished_event(db, execution_id)
+        if _fail_unfinished(db, execution_id, epoch):
+            _ensure_finished_event(db, execution_id)
 
 
-def _fail_unfinished(db: Database, execution_id: str) -> None:
+def _fail_unfinished(db: Database, execution_id: str, epoch_before: int = 0) -> bool:
+    """Fail the execution if this run left it unfinished; whether it is final now."""
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
-    if row is None or row.status in FINAL_STATUSES or _paused(row.status, row.paused_reason):
-        return
+    if row is None:
+        return False
+    if row.status in FINAL_STATUSES:
+        return True
+    if _paused(row.status, row.paused_reason):  # the kill switch: resumed on release
+        return False
+    if row.status == ExecutionStatus.AWAITING_APPROVAL:  # resumed once decided
+        return False
+    resumed = row.status == ExecutionStatus.QUEUED and row.lease_epoch > epoch_before
+    if resumed or row.lease_epoch > epoch_before + 1:  # queued again, or a later attempt's
+        return False
     repository.finish(execution_id, status=ExecutionStatus.FAILED, outcome="error",
                       error_code=ErrorCode.SUBSTRATE_ERROR.value,
                       error_message="the execution's process ended without finishing it")
+    return True
 
 
 def _paused(status: str, paused_reason: str | None) -> bool:

@@ -48,6 +48,9 @@ class ExecutionCreate(BaseModel):
     system_prompt: str | None = Field(default=None, description=SYSTEM_PROMPT_HELP)
     mcp_servers: list[str] | None = Field(default=None, description=MCP_SERVERS_HELP)
     models: list[ModelEntry] | None = Field(default=None, description=MODELS_HELP)
+    approval_policy: dict[str, str] | None = Field(
+        default=None, description="Tool calls gated by key (\"domain.operation\", "
+        "\"domain.*\" or \"*\"): \"allow\", \"deny\" or \"require\" (a person's approval).")
 
 
 class ExecutionCreated(BaseModel):
@@ -114,6 +117,7 @@ class ToolCall(BaseModel):
     envelope: dict[str, Any] | None
     created_at: str | None
     finished_at: str | None
+    approval: dict[str, Any] | None = None
 
 
 class ToolCallList(BaseModel):
@@ -162,3 +166,41 @@ class Readiness(BaseModel):
     # The command sandbox: configured and effective mode, and a warning when commands are
     # unconfined (STUDIO_SANDBOX=none).
     sandbox: dict[str, Any] | None = None
+
+
+class ApprovalDecision(BaseModel):
+    """``POST /api/executions/{id}/approvals/{approval_id}``: a person's decision."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    decision: Literal["approve", "deny"]
+    reason: str | None = Field(default=None, max_length=4000)
+
+
+class Approval(BaseModel):
+    """One approval a gated tool call asked for, and its decision."""
+
+    id: str
+    execution_id: str
+    call_id: str
+    tool_name: str
+    tool: str
+    args: dict[str, Any] | None
+    rule: str
+    status: str
+    decided_by: str | None
+    reason: str | None
+    requested_at: str | None
+    expires_at: str | None
+    decided_at: str | None
+
+
+class ApprovalList(BaseModel):
+    execution_id: str
+    approvals: list[Approval]
+
+
+class ApprovalDecided(BaseModel):
+    approval: Approval
+    changed: bool
+    resumed: bool

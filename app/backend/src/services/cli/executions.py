@@ -1,5 +1,6 @@
-"""``studio executions list|show|logs|cancel``: what ran, with which settings, its evidence and its
-journal (``logs --follow`` follows a live run to its end)."""
+"""``studio executions list|show|logs|cancel|approve|deny``: what ran, with which settings, its
+evidence and its journal (``logs --follow`` follows a live run to its end), and the decisions on
+its gated tool calls."""
 
 from __future__ import annotations
 
@@ -94,7 +95,20 @@ def agent_rows(execution: dict[str, Any]) -> dict[str, str]:
     return rows
 
 
-def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
+def _decision(approval: dict[str, Any] | None) -> str:
+    """A call's gate decision in one cell: decision, who, when, why."""
+    if not approval:
+        return ""
+    parts = [str(approval.get("decision")), f"by {approval.get('decided_by') or '-'}"]
+    if approval.get("decided_at"):
+        parts.append(f"at {approval['decided_at']}")
+    if approval.get("reason"):
+        parts.append(f"reason: {approval['reason']}")
+    return " ".join(parts)
+
+
+def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
+               approvals: list[dict[str, Any]] | None = None) -> None:
     from rich.table import Table
 
     console = _console()
@@ -110,14 +124,23 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]]) -> None:
     for key, value in agent_rows(execution).items():
         summary.add_row(key, value)
     console.print(summary)
-    calls_table = Table("cycle", "call_id", "tool", "ok", "error_code", "duration_ms")
+    calls_table = Table("cycle", "call_id", "tool", "ok", "error_code", "duration_ms",
+                        "approval")
     for call in calls:
         ok = "-" if call["ok"] is None else ("yes" if call["ok"] else "no")
         duration = "" if call["duration_ms"] is None else f"{call['duration_ms']:.1f}"
         calls_table.add_row(str(call["cycle"]), call["call_id"],
                             f"{call['domain']}.{call['operation']}", ok,
-                            call["error_code"] or "", duration)
+                            call["error_code"] or "", duration, _decision(call.get("approval")))
     console.print(calls_table)
+    if approvals:
+        table = Table("approval", "tool", "call_id", "rule", "status", "decided_by",
+                      "decided_at", "reason")
+        for approval in approvals:
+            table.add_row(approval["id"], approval["tool"], approval["call_id"],
+                          approval["rule"], approval["status"], approval["decided_by"] or "",
+                          approval["decided_at"] or "", approval["reason"] or "")
+        console.print(table)
 
 
 @app.command("show")
@@ -126,6 +149,7 @@ def show(
     as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
 ) -> None:
     """One execution: its settings snapshot, each tool call with its outcome, usage and cost."""
+    from services.db.approvals import ApprovalRepository
     from services.db.executions import ExecutionRepository, execution_to_json, tool_call_to_json
 
     db = open_db()
@@ -135,6 +159,7 @@ def show(
         calls = [tool_call_to_json(c) for c in repository.tool_calls(execution_id)]
         fallbacks = [dict(e.data) for e in repository.events(execution_id)
                      if e.kind == "model_fallback"]
+        approvals = ApprovalRepository(db).of_execution(execution_id)
     finally:
         db.dispose()
     if row is None:
@@ -142,9 +167,9 @@ def show(
         raise typer.Exit(1)
     execution = {**execution_to_json(row), "model_fallbacks": fallbacks}
     if as_json:
-        typer.echo(_compact({**execution, "tool_calls": calls}))
+        typer.echo(_compact({**execution, "tool_calls": calls, "approvals": approvals}))
     else:
-        _show_rich(execution, calls)
+        _show_rich(execution, calls, approvals)
 
 
 FOLLOW_POLL_S = 0.3
@@ -202,3 +227,66 @@ def cancel(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
     finally:
         db.dispose()
     typer.echo(_compact({"id": execution_id, "cancel_requested": True}))
+
+
+def _decide(execution_id: str, approval_id: str, decision: str, reason: str | None) -> None:
+    """Record the decision as ``cli:<user>``; dispatch the execution when it can resume (to the
+    broker when one is configured; otherwise say how to resume it)."""
+    import getpass
+
+    from services.db.executions import ExecutionRepository
+    from services.db.redaction import Redactor
+    from services.execution.errors import ExecutionError
+    from services.runs.approvals import decide_approval
+    from services.settings import get_settings
+    from services.worker.dispatch import Dispatcher
+    from services.worker.names import broker_url
+
+    if reason is not None and len(reason) > MAX_REASON:
+        typer.echo(f"studio: invalid_arguments: --reason is over {MAX_REASON} characters",
+                   err=True)
+        raise typer.Exit(2)
+    settings = get_settings()
+    brokered = broker_url(settings) is not None
+    db = open_db()
+    try:
+        if ExecutionRepository(db).get(execution_id) is None:
+            typer.echo(f"studio: no execution {execution_id}", err=True)
+            raise typer.Exit(1)
+        decided = decide_approval(
+            db, execution_id, approval_id, decision, by=f"cli:{getpass.getuser()}",
+            reason=reason, dispatch=Dispatcher(settings, db=db) if brokered else None,
+            redactor=Redactor.from_settings(settings))
+    except ExecutionError as exc:
+        typer.echo(f"studio: {exc}", err=True)  # "code: message"
+        raise typer.Exit(1) from exc
+    finally:
+        db.dispose()
+    typer.echo(_compact({"approval": decided.approval, "changed": decided.changed,
+                         "resumed": decided.resume}))
+    if decided.resume and not brokered:
+        typer.echo(f"studio: resume it with: studio execute {execution_id}", err=True)
+
+
+MAX_REASON = 4000
+REASON_HELP = "Why (stored with the decision, shown as text)."
+
+
+@app.command("approve")
+def approve(
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    approval_id: str = typer.Argument(..., metavar="APPROVAL_ID"),
+    reason: str | None = typer.Option(None, "--reason", help=REASON_HELP),
+) -> None:
+    """Approve a pending approval: the gated tool call runs when the execution resumes."""
+    _decide(execution_id, approval_id, "approve", reason)
+
+
+@app.command("deny")
+def deny(
+    execution_id: str = typer.Argument(..., metavar="ID"),
+    approval_id: str = typer.Argument(..., metavar="APPROVAL_ID"),
+    reason: str | None = typer.Option(None, "--reason", help=REASON_HELP),
+) -> None:
+    """Deny a pending approval: the model gets ``permission_denied`` with the reason."""
+    _decide(execution_id, approval_id, "deny", reason)

@@ -105,7 +105,21 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
         reason = data.get("reason") or {}
         return [f"{prefix}model fallback: {source.get('provider')}:{source.get('model')} -> "
                 f"{target.get('provider')}:{target.get('model')} ({reason.get('code')})"]
+    if kind in ("approval_requested", "approval_decided"):
+        return [prefix + approval_line(kind, data)]
     return []
+
+
+def approval_line(kind: str, data: dict[str, Any]) -> str:
+    """An approval asked for, or decided (by whom, when, why)."""
+    call = data.get("call") or {}
+    tool = data.get("tool") or f"{call.get('domain')}.{call.get('operation')}"
+    if kind == "approval_requested":
+        return (f"waiting for approval {data.get('approval_id')} of {tool} "
+                f"(rule {data.get('rule')}, expires {data.get('expires_at')})")
+    reason = f": {data['reason']}" if data.get("reason") else ""
+    return (f"approval {data.get('decision')} of {tool} by {data.get('decided_by')} "
+            f"at {data.get('decided_at')}{reason}")
 
 
 def end_lines(end: dict[str, Any]) -> list[str]:

@@ -62,6 +62,9 @@ def run_command(
     models: Annotated[list[str] | None, typer.Option(
         "--models", help="provider[:model], in the order tried when a provider stays "
         "unavailable; the first is --provider/--model (repeatable).")] = None,
+    approval_policy: Annotated[str | None, typer.Option(
+        "--approval-policy", help='JSON: {"domain.operation" | "domain.*" | "*": '
+        '"allow" | "deny" | "require"} (require needs --repo).')] = None,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
@@ -83,19 +86,20 @@ def run_command(
     model = model or primary_model(profile)
     overrides = {k: v for k, v in {"max_iterations": max_iterations,
                                    "max_budget_usd": max_budget_usd}.items() if v is not None}
+    policy = _approval_policy(approval_policy, in_place=repo is None)
     if repo is not None:
         _run_repo(ExecutionRequest(
             provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
             pull_request=pull_request, script=_script(script), github_repo=github_repo,
-            allow_local=True, limit_overrides=overrides, profile=profile), keep_workspace,
-            json_output, verbose)
+            allow_local=True, limit_overrides=overrides, profile=profile,
+            approval_policy=policy), keep_workspace, json_output, verbose)
     assert workspace is not None
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
     service = ExecutionService(open_db(), get_settings())
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
                                model=model, script=script, limit_overrides=overrides,
-                               profile=profile)
+                               profile=profile, approval_policy=policy)
     try:
         result = service.run(request, sinks=[LiveConsoleSink(verbose=verbose)]).run
     except ConfigError as exc:
@@ -118,6 +122,26 @@ def _profile(provider: str, model: str | None, role: str | None, system_prompt: 
                              mcp_servers=mcp_servers or None, models=models or None)
     except ProfileError as exc:
         _usage_error(f"{exc.code}: {exc.message}")
+
+
+def _approval_policy(raw: str | None, *, in_place: bool) -> dict[str, str]:
+    """The ``--approval-policy`` JSON, validated (services.execution.approvals)."""
+    from services.execution.approvals import Rule, parse_policy
+
+    if raw is None:
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        _usage_error(f"invalid_approval_policy: --approval-policy is not JSON: {exc}")
+    try:
+        policy = parse_policy(data)
+    except ConfigError as exc:
+        _usage_error(str(exc))
+    if in_place and Rule.REQUIRE in policy.rules.values():
+        _usage_error("invalid_approval_policy: a \"require\" rule needs a repository run "
+                     "(--repo): a run in place cannot wait for an approval")
+    return policy.as_json()
 
 
 def _script(path: Path | None) -> dict[str, Any] | None:

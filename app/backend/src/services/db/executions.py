@@ -193,4 +193,5 @@ def tool_call_to_json(row: ToolCallRecord) -> dict[str, Any]:
               "error_code", "duration_ms", "request_id", "correlation_id", "envelope")
     data = {name: getattr(row, name) for name in fields}
     data["created_at"], data["finished_at"] = _when(row.created_at), _when(row.finished_at)
+    data["approval"] = row.approval
     return data

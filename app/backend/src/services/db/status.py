@@ -30,6 +30,8 @@ class ExecutionStatus(StrEnum):
     FAILED = "failed"
     CANCELLED = "cancelled"
     STALLED = "stalled"
+    # paused before a tool call a person must approve; no lease is held (services.runs.approvals)
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 FINAL_STATUSES = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED,

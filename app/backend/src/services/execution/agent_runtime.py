@@ -22,10 +22,13 @@ from typing import Any
 
 import anyio
 
+from services.execution.approvals import ApprovalGate
 from services.execution.conversation import (
+    PendingBatch,
     TokenCounter,
     elide_old_outputs,
     repair_interrupted,
+    split_pending_batch,
 )
 from services.execution.errors import ErrorCode, ProviderError, ProviderUnavailable, StudioError
 from services.execution.fallback import ModelFallback, session_prompt
@@ -100,6 +103,11 @@ class AgentDeps:
     role_prompt: str = ""
     node_prompt: str = ""
     fallback: ModelFallback | None = None
+    # Approval gates: the policy applied before each tool call; ``resume_pending``: the
+    # history ends with a batch of calls paused for an approval, run the unanswered ones first
+    # (instead of answering them ``interrupted``).
+    gate: ApprovalGate | None = None
+    resume_pending: bool = False
 
 
 class FrontierAgent:
@@ -126,17 +134,23 @@ class FrontierAgent:
         self._started = deps.clock()
         self.runner = ToolRunner(deps.dispatcher, deps.ctx, deps.sink, self.loops,
                                  engine.provider, not isinstance(engine, SelfDrivingEngine),
-                                 content=deps.trace_content)
+                                 content=deps.trace_content, gate=deps.gate)
+        self.pending: PendingBatch | None = None
         self._emit = self.runner.emit
         self._warn = self.runner.warn
 
     # -- entry --------------------------------------------------------------------------------
     async def run(self, task: str, history: list[Message] | None = None) -> RunResult:
         """Run to an outcome; ``history`` resumes a recorded conversation."""
-        messages = repair_interrupted(history or [])
+        history = history or []
+        if self.deps.resume_pending:
+            history, self.pending = split_pending_batch(history)
+        messages = repair_interrupted(history)
         if not messages:
             messages.append(Message(role=Role.USER, parts=[TextPart(text=task)]))
         cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        if self.pending is not None:  # the paused turn counts: the next turn is a new cycle
+            cycle += 1
         self.iterations = cycle
         with tracing.span(f"invoke_agent {genai.AGENT}", agent_attributes(
                 self.deps.ctx, self.engine.provider, self.engine.model, cycle),
@@ -177,6 +191,10 @@ class FrontierAgent:
     # -- turn-based loop ----------------------------------------------------------------------
     async def _run_turns(self, client: ModelClient, messages: list[Message],
                          cycle: int) -> RunResult:
+        if self.pending is not None:  # the batch a pause for an approval interrupted
+            warning = await self._resume_batch(self.pending, cycle - 1, messages)
+            if warning:
+                messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
         while True:
             self._check_before_model_call()
             elide_old_outputs(messages, self.deps.limits.context_token_budget, self.tokens)
@@ -322,6 +340,28 @@ class FrontierAgent:
         finally:
             if results:
                 messages.append(Message(role=Role.TOOL, parts=results))
+        return warning
+
+    async def _resume_batch(self, pending: PendingBatch, cycle: int,
+                            messages: list[Message]) -> str | None:
+        """Run the calls of ``pending`` that have no result yet (the journal recorded the
+        model's turn, so the model is not asked again); one result message for the batch."""
+        messages.append(pending.turn)
+        results = list(pending.answered)
+        answered = {part.call_id for part in results}
+        warning: str | None = None
+        try:
+            for call in pending.turn.tool_calls:
+                if call.call_id in answered:
+                    continue
+                self.check_control()
+                step = await self.runner.run(call, cycle)
+                results.append(_result_part(call, step.envelope))
+                warning = step.warning or warning
+                if step.stop is not None:
+                    raise step.stop
+        finally:
+            messages.append(Message(role=Role.TOOL, parts=results))
         return warning
 
     # -- self-driving engines (claude) --------------------------------------------------------

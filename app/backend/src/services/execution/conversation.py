@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from services.execution.errors import ErrorCode
@@ -161,3 +162,26 @@ def recorded_usage(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any] |
         if kind == "usage" and isinstance(data.get("total"), dict):
             return dict(data["total"])
     return None
+
+
+@dataclass(frozen=True)
+class PendingBatch:
+    """The model's last turn whose tool calls were not all answered, and the results it has."""
+
+    turn: Message
+    answered: tuple[ToolResultPart, ...]
+
+
+def split_pending_batch(messages: list[Message]) -> tuple[list[Message], PendingBatch | None]:
+    """The history without its trailing turn when that turn's calls are not all answered (an
+    execution paused for an approval), and that turn; else the history as it is and ``None``."""
+    index = max((i for i, m in enumerate(messages) if m.role is Role.ASSISTANT), default=-1)
+    if index < 0 or not messages[index].tool_calls:
+        return messages, None
+    rest = messages[index + 1:]
+    if any(m.role is not Role.TOOL for m in rest):
+        return messages, None
+    answered = tuple(p for m in rest for p in m.parts if isinstance(p, ToolResultPart))
+    if {p.call_id for p in answered} >= {c.call_id for c in messages[index].tool_calls}:
+        return messages, None
+    return messages[:index], PendingBatch(messages[index], answered)

@@ -79,6 +79,11 @@ class ErrorCode(StrEnum):
     UNKNOWN_ROLE = "unknown_role"
     UNKNOWN_MCP_SERVER = "unknown_mcp_server"
     MCP_SERVER_EXISTS = "mcp_server_exists"
+    # approval gates (services.execution.approvals)
+    PERMISSION_DENIED = "permission_denied"
+    INVALID_APPROVAL_POLICY = "invalid_approval_policy"
+    APPROVAL_NOT_FOUND = "approval_not_found"
+    APPROVAL_ALREADY_DECIDED = "approval_already_decided"
 
 
 class StudioError(Exception):

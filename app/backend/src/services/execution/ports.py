@@ -155,6 +155,9 @@ class AgentEventKind(StrEnum):
     FINALIZE = "finalize"
     # the next of ``models`` took over from one that stayed unavailable (execution.fallback)
     MODEL_FALLBACK = "model_fallback"
+    # approval gates: a call waits for a person; a decision on a gated call (evidence)
+    APPROVAL_REQUESTED = "approval_requested"
+    APPROVAL_DECIDED = "approval_decided"
 
 
 @dataclass(frozen=True)

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from services.execution.approvals import PauseRun
 from services.execution.errors import ErrorCode
 from services.execution.outcomes import Outcome, StopRun
 from services.execution.ports import SelfDrivingEngine, SessionOutcome
@@ -51,6 +52,7 @@ class LoopToolGateway:
         self.guard = guard  # raises StopRun (kill switch, cancellation, repository budget)
         self.calls = 0
         self.stop: StopRun | None = None
+        self.pause: PauseRun | None = None  # a call waits for an approval: the session ends
 
     async def call_tool(self, call_id: str | None, name: str,
                         args: dict[str, Any]) -> dict[str, Any]:
@@ -58,13 +60,20 @@ class LoopToolGateway:
         self.calls += 1
         if self.stop is not None:
             raise self.stop
+        if self.pause is not None:
+            raise self.pause
         try:
             self.guard()
         except StopRun as stop:
             await self._halt(stop)
             raise
         call = self.runner.normalize(call_id or f"{cycle}-0", name, args)
-        step = await self.runner.run(call, cycle)
+        try:
+            step = await self.runner.run(call, cycle)
+        except PauseRun as pause:  # the approval gate: end the session, the run resumes later
+            self.pause = pause
+            await self.engine.interrupt()
+            raise
         if step.stop is not None:
             await self._halt(step.stop)
             raise step.stop

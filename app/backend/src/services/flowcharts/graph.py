@@ -23,6 +23,8 @@ from pydantic import (
 )
 
 from services.execution.agent_profile import AgentProfile, ProfileError
+from services.execution.approvals import Rule, parse_policy
+from services.execution.errors import ConfigError, ErrorCode
 from services.execution.profile_checks import agent_profile
 from services.flowcharts.templates import template_syntax_errors
 from services.flowcharts.workspace import check_node_workspace_name
@@ -118,6 +120,8 @@ class AgentConfig(_Config):
     system_prompt: str | None = None
     mcp_servers: list[str] | None = None  # stored MCP servers (services.db.mcp_servers)
     models: list[Any] | None = None  # fallback order (services.execution.agent_profile)
+    # services.execution.approvals (checked by _check_node: invalid_approval_policy)
+    approval_policy: Any = None
 
     @field_validator("workspace")
     @classmethod
@@ -296,6 +300,8 @@ def _check_node(graph: FlowchartGraph, node: NodeSpec) -> list[Problem]:
                 for msg in template_syntax_errors(config.templates())]
     if isinstance(config, DecisionConfig):
         problems += _check_decision(graph, node.id, config)
+    if isinstance(config, AgentConfig) and config.approval_policy is not None:
+        problems += _check_approval_policy(node.id, config.approval_policy)
     return problems
 
 
@@ -313,6 +319,19 @@ def check_mcp_servers(graph: FlowchartGraph, stored: set[str]) -> None:
                      for name in names if name not in stored]
     if problems:
         raise FlowchartValidationError(problems)
+def _check_approval_policy(node_id: str, raw: Any) -> list[Problem]:
+    """A node's ``approval_policy``: valid, and without ``require`` (a flowchart node cannot
+    wait for a person yet: its run would go on without it)."""
+    try:
+        policy = parse_policy(raw)
+    except ConfigError as exc:
+        return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
+                        message=f"node {node_id!r}: {exc.message}")]
+    if Rule.REQUIRE in policy.rules.values():
+        return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
+                        message=f"node {node_id!r}: a flowchart node cannot wait for an "
+                                "approval (\"require\"); use \"allow\" or \"deny\"")]
+    return []
 
 
 def _check_decision(graph: FlowchartGraph, node_id: str, config: DecisionConfig) -> list[Problem]:

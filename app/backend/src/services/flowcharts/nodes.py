@@ -23,6 +23,7 @@ from services.db.models import NodeExecution
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
 from services.execution.agent_profile import primary_model
+from services.execution.approvals import parse_policy
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
 from services.execution.tool_domains.context import ToolDomainContext
@@ -110,6 +111,7 @@ class NodeRunner:
             pull_request=config.pull_request, script=config.replay_script,
             github_repo=config.github_repo, limit_overrides=dict(config.limits),
             node_config=node_config, profile=profile,
+            approval_policy=parse_policy(config.approval_policy).as_json(),
         )
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:

@@ -39,6 +39,7 @@ from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.execution.approvals import PauseRun
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
@@ -62,6 +63,7 @@ from services.repos.workspaces import (
     remote_branch_sha,
 )
 from services.runs.agent_setup import stored_mcp
+from services.runs.approvals import approval_gate, paused_for_approval
 from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
 from services.runs.claimed_changes import claimed_changes
 from services.runs.finalize import Finalized, FinalizeRequest, finalize
@@ -198,7 +200,10 @@ class DurableRun:
         if run is None and runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
             run = self._legacy(row, request, ws, ctx, events)
         elif run is None:
-            run = self._loop(row, request, ws, ctx, events)
+            try:
+                run = self._loop(row, request, ws, ctx, events)
+            except PauseRun as pause:  # a call waits for a person: no lease while it waits
+                return self._await_approval(pause, ws.branch)
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
             return self._pause(ws.branch, run)
         finalized = None
@@ -288,11 +293,15 @@ class DurableRun:
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None,
             journal=journal if buffered else None)
-        return LoopWiring.build(
+        wiring = LoopWiring.build(
             self.db, self.id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides}, store=store, journal=journal,
             control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
             spent=_spent(events))
+        wiring.gate = approval_gate(self.db, self.settings, self.id, request.approval_policy,
+                                    self.redactor)
+        wiring.resume_pending = paused_for_approval(events)
+        return wiring
 
     def _legacy(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
                 ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
@@ -313,6 +322,16 @@ class DurableRun:
             ctx, wiring, self.sinks, self.redactor)
 
     # -- the end ------------------------------------------------------------------------------
+    def _await_approval(self, pause: PauseRun, branch: str | None) -> ExecutionOutcome:
+        """The loop paused for approval ``pause.approval_id``: the execution waits, holding no
+        lease (released when this attempt returns); a decision dispatches it again."""
+        self.lease.update(status=ExecutionStatus.AWAITING_APPROVAL)
+        log.info("execution %s waits for approval %s", self.id, pause.approval_id)
+        return ExecutionOutcome(self.id, "awaiting_approval",
+                                ExecutionStatus.AWAITING_APPROVAL, branch=branch,
+                                message=f"waiting for approval {pause.approval_id} of "
+                                        f"{pause.call.domain}.{pause.call.operation}")
+
     def _finalize(self, ws: Workspace, ctx: ToolDomainContext, run: RunResult,
                   request: ExecutionRequest) -> Finalized:
         auth = ctx.git_auth

@@ -31,6 +31,7 @@ from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.execution.agent_profile import AgentProfile, ModelChoice
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
+from services.execution.approvals import ApprovalGate
 from services.execution.guards import AgentLimits
 from services.execution.mcp.config import McpConfig
 from services.execution.messages import Message
@@ -83,6 +84,8 @@ class LoopWiring:
     limits: AgentLimits
     refresh_limits: Callable[[], AgentLimits] | None = None
     spent: UsageTotals | None = None
+    gate: ApprovalGate | None = None  # the approval policy (services.runs.approvals)
+    resume_pending: bool = False  # the last attempt paused for an approval mid-batch
 
     @classmethod
     def build(cls, db: Database, execution_id: str, repository: str, limits: dict[str, Any],
@@ -205,6 +208,7 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             role_prompt=role_prompt(inputs.profile.role),
             node_prompt=inputs.profile.system_prompt,
             fallback=plan.fallback if plan is not None else None,
+            gate=wiring.gate, resume_pending=wiring.resume_pending,
         )
         try:
             run = anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)

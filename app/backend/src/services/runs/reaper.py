@@ -1,5 +1,5 @@
-"""The reaper: re-dispatch executions whose lease expired or that were never claimed, and delete
-orphaned workspaces.
+"""The reaper: re-dispatch executions whose lease expired or that were never claimed, time out
+approvals (:func:`services.runs.approvals.reap_approvals`), and delete orphaned workspaces.
 
 An execution in an active status (``claimed``, ``running``, ``finalizing``) whose
 ``lease_expires_at`` is in the past lost its process (a crash, a killed pod, a worker that died
@@ -45,6 +45,7 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import reap_orphans, workspace_root
+from services.runs.approvals import reap_approvals
 from services.runs.pauses import NodeRedispatch, redispatch_paused
 from services.settings import StudioSettings
 from services.telemetry import record
@@ -132,11 +133,12 @@ def reap_retention(db: Database, settings: StudioSettings) -> int:
 
 def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
          dispatch_node: NodeRedispatch | None = None) -> list[str]:
-    """One full pass: re-dispatch expired and unclaimed executions, and those the kill switch
-    paused once it is released (:func:`~services.runs.pauses.redispatch_paused`), then clean
-    orphaned workspaces and apply the retention."""
+    """One full pass: re-dispatch expired and unclaimed executions, those the kill switch
+    paused once it is released (:func:`~services.runs.pauses.redispatch_paused`) and those whose
+    approval was decided or timed out, then clean orphaned workspaces and apply the
+    retention."""
     reaped = (reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
-              + redispatch_paused(db, dispatch, dispatch_node))
+              + redispatch_paused(db, dispatch, dispatch_node) + reap_approvals(db, dispatch))
     reap_workspaces(db, settings)
     reap_retention(db, settings)
     return reaped

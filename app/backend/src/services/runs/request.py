@@ -62,6 +62,8 @@ class ExecutionRequest:
     limit_overrides: dict[str, Any] = field(default_factory=dict)
     node_config: dict[str, Any] = field(default_factory=dict)
     profile: AgentProfile = field(default_factory=AgentProfile)  # role, prompt, MCP, models
+    # services.execution.approvals: "domain.operation" | "domain.*" | "*" -> allow|deny|require
+    approval_policy: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if (self.repo_url is None) == (self.workspace is None):
@@ -94,7 +96,8 @@ class ExecutionRequest:
         stored = dict(row.request or {})
         known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
                                         "allow_local", "allow_workflow_changes",
-                                        "limit_overrides") if k in stored}
+                                        "limit_overrides", "approval_policy")
+                 if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
                    model=row.model, base_branch=row.base_branch,
                    profile=AgentProfile.from_stored(stored.get("profile")), **known)

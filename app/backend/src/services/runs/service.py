@@ -30,6 +30,7 @@ from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.runs.agent_setup import stored_mcp
+from services.runs.approvals import approval_gate
 from services.runs.durable import execute_execution
 from services.runs.legacy_agent import legacy_profile_refusal
 from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
@@ -121,6 +122,9 @@ class ExecutionService:
             # the legacy runtime writes each event as it comes
             journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
             control=DbRunControl(self.db, execution_id))
+        # in place there is no resume to wait for: ``require`` is refused like ``deny``
+        wiring.gate = approval_gate(self.db, self.settings, execution_id,
+                                    request.approval_policy, self.redactor, can_wait=False)
         inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
                             request.prompt, request.script, profile=request.profile,
                             mcp=stored_mcp(self.db, self.settings, request.profile,

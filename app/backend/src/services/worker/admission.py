@@ -9,6 +9,8 @@ looks at the execution first:
 * a live lease (its expiry is in the future): another process is running it right now; the
   redelivered message is ignored, not failed (the lease holder, or the reaper once the lease
   expires, carries the execution on);
+* waiting for an approval (``awaiting_approval``): a decision queues and dispatches it again;
+  until then the delivery is a no-op;
 * otherwise (queued, or a lease that expired): run it. Two deliveries racing past this check
   are settled by the lease itself: only one ``studio execute`` can claim it, the other's claim
   fails and it exits.
@@ -20,7 +22,7 @@ from datetime import UTC, datetime
 from enum import StrEnum
 from typing import Protocol
 
-from services.db.status import FINAL_STATUSES
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 
 
 class Admission(StrEnum):
@@ -28,6 +30,7 @@ class Admission(StrEnum):
     UNKNOWN = "unknown"
     FINISHED = "finished"
     LEASE_HELD = "lease_held"
+    AWAITING_APPROVAL = "awaiting_approval"
 
 
 class ExecutionState(Protocol):
@@ -46,6 +49,8 @@ def admit(row: ExecutionState | None, now: datetime | None = None) -> Admission:
         return Admission.UNKNOWN
     if row.status in FINAL_STATUSES:
         return Admission.FINISHED
+    if row.status == ExecutionStatus.AWAITING_APPROVAL:
+        return Admission.AWAITING_APPROVAL
     now = now or datetime.now(UTC)
     expires = row.lease_expires_at
     if expires is not None and _aware(expires) > now:

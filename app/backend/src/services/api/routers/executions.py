@@ -34,6 +34,7 @@ from services.db.runtime_settings import InvalidSettingValue
 from services.db.session import Database
 from services.db.status import ExecutionStatus
 from services.execution.agent_profile import AgentProfile, ProfileError, primary_model
+from services.execution.approvals import parse_policy
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.profile_checks import agent_profile
 from services.execution.providers.profiles import provider_profile
@@ -99,11 +100,12 @@ def create_execution_route(
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
     check_limits(http_request, db, limits, "limits")
     profile = request_profile(body)
+    policy = parse_policy(body.approval_policy).as_json()  # invalid_approval_policy (422)
     request = ExecutionRequest(
         provider=body.provider, prompt=body.prompt, repo_url=body.repo_url,
         model=body.model or primary_model(profile),
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
-        limit_overrides=limits, profile=profile)
+        limit_overrides=limits, profile=profile, approval_policy=policy)
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
                                         settings=settings)

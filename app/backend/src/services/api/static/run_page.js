@@ -47,6 +47,7 @@
       this.diff = el("div", { id: "diff", class: "diff" },
                      el("p", { class: "muted" }, "Shown once the run has ended."));
       this.prompt = el("pre", { id: "run-prompt" });
+      this.approvals = new Studio.ApprovalPanel(executionId, this.note);
       view.replaceChildren(
         el("h1", {}, "Run ", el("code", { id: "run-id" }, executionId)),
         el("section", { "aria-label": "Summary" },
@@ -56,6 +57,7 @@
               ...field("pull request", this.pr), ...field("tokens", this.tokens),
               ...field("cost", this.cost), ...field("error", this.error)),
            el("div", { class: "actions" }, this.cancelButton, this.downloadButton), this.note),
+        this.approvals.section,
         el("section", { "aria-labelledby": "conversation-title" },
            el("h2", { id: "conversation-title" }, "Conversation"), this.conversation),
         el("section", { "aria-labelledby": "diff-title" },
@@ -77,6 +79,7 @@
       const controller = new AbortController();
       Studio.onLeave(() => controller.abort());
       this.follow(controller.signal);
+      this.approvals.refresh();
       Studio.every(2000, () => this.refresh());  // queued and claimed have no event of their own
     }
 
@@ -85,6 +88,7 @@
       try {
         const execution = await api("/api/executions/" + encodeURIComponent(this.id));
         if (!this.ended && !Studio.FINAL.includes(execution.status)) this.summary(execution);
+        if (execution.status === "awaiting_approval") this.approvals.refresh();
       } catch (error) {
         /* the stream goes on; the next refresh tries again */
       }
@@ -250,6 +254,14 @@
           ? "paused by the kill switch: resumes where it was once it is released"
           : "agent loop finished: " + data.outcome));
         if (result.summary) this.add(el("pre", { class: "summary" }, result.summary));
+      } else if (kind === "approval_requested" || kind === "approval_decided") {
+        const call = data.call || {};
+        const tool = data.tool || (call.domain || "") + "." + (call.operation || "");
+        this.add(el("p", { class: "note approval-event" }, kind === "approval_requested"
+          ? "waiting for approval of " + tool + " (rule " + (data.rule || "") + ")"
+          : "approval " + (data.decision || "") + " of " + tool + " by " +
+            (data.decided_by || "") + (data.reason ? ": " + data.reason : "")));
+        this.approvals.refresh();
       } else if (kind === "finalize") {
         this.onFinalize(data);
       } else if (kind === "end") {

@@ -1,6 +1,7 @@
 """Every table, imported here so that ``Base.metadata`` is complete for Alembic."""
 
 from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
+from services.db.models.approvals import ToolApproval
 from services.db.models.executions import (
     ContentBlob,
     ExecutionEvent,
@@ -31,6 +32,7 @@ __all__ = [
     "Node",
     "NodeExecution",
     "RuntimeSetting",
+    "ToolApproval",
     "ToolCallRecord",
     "WorkspaceCheckpoint",
     "new_id",

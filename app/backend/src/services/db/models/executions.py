@@ -120,6 +120,8 @@ class ToolCallRecord(Base):
     correlation_id: Mapped[str | None] = mapped_column(String(255))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # the approval gate's decision on this call (rule, decision, by whom, when, reason)
+    approval: Mapped[dict[str, Any] | None] = mapped_column(JSON)
 
 
 class WorkspaceCheckpoint(Base):

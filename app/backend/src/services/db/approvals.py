@@ -1,0 +1,227 @@
+"""``ApprovalRepository``: the approvals gated tool calls ask for, and their decisions.
+
+Each method is one transaction. An approval is asked once per ``(execution_id, call_id)``
+(asking again answers the recorded one); it is decided once (``pending`` to ``approved`` or
+``denied``; the same decision again changes nothing, another one is
+``approval_already_decided``). A decision also writes the call's ``tool_calls.approval``
+column and, when no approval of the execution is pending any more, moves an execution that
+waits (``awaiting_approval``) back to ``queued`` in the same transaction: exactly one decider
+gets ``resume`` and dispatches it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import exists, select, update
+from sqlalchemy.orm import Session
+
+from services.db.base import utcnow
+from services.db.models import NodeExecution, ToolApproval, ToolCallRecord
+from services.db.redaction import Redactor
+from services.db.session import Database, dialect_insert
+from services.db.status import ExecutionStatus
+from services.execution.errors import ErrorCode, ExecutionError
+
+PENDING, APPROVED, DENIED = "pending", "approved", "denied"
+DECISIONS = {"approve": APPROVED, "deny": DENIED}
+TIMEOUT_DECIDER = "timeout"
+
+
+@dataclass(frozen=True)
+class Decided:
+    """A decision as stored; ``changed``: this call made it (not a repeat); ``resume``: the
+    execution went back to ``queued`` and must be dispatched."""
+
+    approval: dict[str, Any]
+    changed: bool
+    resume: bool
+
+
+def approval_to_json(row: ToolApproval) -> dict[str, Any]:
+    def when(moment: datetime | None) -> str | None:
+        return moment.isoformat() if moment is not None else None
+
+    return {
+        "id": row.id, "execution_id": row.execution_id, "call_id": row.call_id,
+        "tool_name": row.tool_name, "tool": f"{row.domain}.{row.operation}", "args": row.args,
+        "rule": row.rule, "status": row.status, "decided_by": row.decided_by,
+        "reason": row.reason, "requested_at": when(row.requested_at),
+        "expires_at": when(row.expires_at), "decided_at": when(row.decided_at),
+    }
+
+
+def decision_evidence(row: ToolApproval) -> dict[str, Any]:
+    """The decision as the call's record and events carry it."""
+    return {"approval_id": row.id, "rule": row.rule, "policy": "require",
+            "decision": "approve" if row.status == APPROVED else "deny",
+            "decided_by": row.decided_by, "reason": row.reason,
+            "decided_at": row.decided_at.isoformat() if row.decided_at else None}
+
+
+class ApprovalRepository:
+    def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
+        self._db = db
+        self._redactor = redactor or Redactor()
+
+    def request(self, execution_id: str, call: dict[str, Any], *, fingerprint: str, rule: str,
+                timeout_s: float) -> dict[str, Any]:
+        """Ask for an approval of ``call`` (its JSON form), or answer the one already asked."""
+        call_id = str(call["call_id"])
+        now = utcnow()
+        with self._db.session() as session:
+            found = self._for_call(session, execution_id, call_id)
+            if found is not None:
+                return approval_to_json(found)
+            row = ToolApproval(
+                execution_id=execution_id, call_id=call_id, tool_name=str(call["tool_name"]),
+                domain=str(call["domain"]), operation=str(call["operation"]),
+                args=self._redactor.data(dict(call.get("args") or {})),
+                fingerprint=fingerprint, rule=rule, status=PENDING, requested_at=now,
+                expires_at=now + timedelta(seconds=timeout_s))
+            session.add(row)
+            session.flush()
+            _record_on_call(session, row, {"approval_id": row.id, "rule": rule,
+                                           "policy": "require", "decision": PENDING})
+            return approval_to_json(row)
+
+    def decided_for(self, execution_id: str, call_id: str,
+                    fingerprint: str) -> dict[str, Any] | None:
+        """The approval of this call: asked for this very call, else a decided one no call has
+        used yet for the same tool and arguments (a new session of a self-driving engine)."""
+        with self._db.session() as session:
+            row = self._for_call(session, execution_id, call_id)
+            if row is None:
+                row = session.scalars(
+                    select(ToolApproval).where(
+                        ToolApproval.execution_id == execution_id,
+                        ToolApproval.fingerprint == fingerprint,
+                        ToolApproval.status != PENDING, ToolApproval.used_by_call.is_(None))
+                    .order_by(ToolApproval.requested_at).limit(1)).first()
+            return approval_to_json(row) if row is not None else None
+
+    def use(self, approval_id: str, call: dict[str, Any]) -> dict[str, Any]:
+        """Record that ``call`` gets the decision of ``approval_id``; answers the evidence."""
+        with self._db.session() as session:
+            row = session.get(ToolApproval, approval_id)
+            if row is None:
+                raise _not_found(approval_id)
+            if row.used_by_call is None:
+                row.used_by_call = str(call["call_id"])
+            evidence = decision_evidence(row)
+            _record_call_approval(session, row.execution_id, call, evidence)
+            return evidence
+
+    def record_policy_decision(self, execution_id: str, call: dict[str, Any],
+                               evidence: dict[str, Any]) -> None:
+        """The policy's own decision on a call (``deny``), on the call's record."""
+        with self._db.session() as session:
+            _record_call_approval(session, execution_id, call, evidence)
+
+    def decide(self, execution_id: str, approval_id: str, decision: str, *, by: str,
+               reason: str | None) -> Decided:
+        """Decide a pending approval (``approve`` or ``deny``); see the module docstring."""
+        status = DECISIONS[decision]
+        with self._db.session() as session:
+            row = session.get(ToolApproval, approval_id, with_for_update=True)
+            if row is None or row.execution_id != execution_id:
+                raise _not_found(approval_id)
+            if row.status != PENDING:
+                if row.status != status:
+                    raise ExecutionError(
+                        f"approval {approval_id} was already decided ({row.status})",
+                        code=ErrorCode.APPROVAL_ALREADY_DECIDED,
+                        details={"approval_id": approval_id, "status": row.status})
+                return Decided(approval_to_json(row), changed=False, resume=False)
+            row.status, row.decided_by, row.decided_at = status, by, utcnow()
+            row.reason = self._redactor.text(reason) if reason else None
+            session.flush()
+            _record_on_call(session, row, decision_evidence(row))
+            resume = _resume_if_done(session, execution_id)
+            return Decided(approval_to_json(row), changed=True, resume=resume)
+
+    @staticmethod
+    def _for_call(session: Session, execution_id: str, call_id: str) -> ToolApproval | None:
+        return session.scalars(select(ToolApproval).where(
+            ToolApproval.execution_id == execution_id,
+            ToolApproval.call_id == call_id)).first()
+
+    def get(self, execution_id: str, approval_id: str) -> dict[str, Any]:
+        with self._db.read_session() as session:
+            row = session.get(ToolApproval, approval_id)
+            if row is None or row.execution_id != execution_id:
+                raise _not_found(approval_id)
+            return approval_to_json(row)
+
+    def of_execution(self, execution_id: str) -> list[dict[str, Any]]:
+        with self._db.read_session() as session:
+            rows = session.scalars(select(ToolApproval)
+                                   .where(ToolApproval.execution_id == execution_id)
+                                   .order_by(ToolApproval.requested_at, ToolApproval.id))
+            return [approval_to_json(row) for row in rows]
+
+    def expired(self, *, limit: int = 100) -> list[tuple[str, str]]:
+        """``(execution_id, approval_id)`` of pending approvals past their time."""
+        with self._db.read_session() as session:
+            rows = session.execute(
+                select(ToolApproval.execution_id, ToolApproval.id)
+                .where(ToolApproval.status == PENDING, ToolApproval.expires_at < utcnow())
+                .order_by(ToolApproval.expires_at).limit(limit)).all()
+        return [(str(e), str(a)) for e, a in rows]
+
+    def resumable(self, *, limit: int = 100) -> list[str]:
+        """Executions that wait (``awaiting_approval``) with nothing pending any more (a
+        decision that came while the run was still pausing), or whose cancellation was asked
+        (the resumed attempt stops at its first check, ``cancelled``), moved back to
+        ``queued``."""
+        found: list[str] = []
+        with self._db.session() as session:
+            candidates = session.execute(
+                select(NodeExecution.id, NodeExecution.cancel_requested)
+                .where(NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL)
+                .limit(limit)).all()
+            for execution_id, cancel in candidates:
+                if _resume_if_done(session, execution_id, force=bool(cancel)):
+                    found.append(execution_id)
+        return found
+
+
+def _not_found(approval_id: str) -> ExecutionError:
+    return ExecutionError(f"no approval {approval_id} for this execution",
+                          code=ErrorCode.APPROVAL_NOT_FOUND, details={"approval_id": approval_id})
+
+
+def _resume_if_done(session: Session, execution_id: str, *, force: bool = False) -> bool:
+    """``awaiting_approval`` to ``queued`` when no approval of the execution is pending (or
+    ``force``)."""
+    pending = exists().where(ToolApproval.execution_id == execution_id,
+                             ToolApproval.status == PENDING)
+    conditions = [NodeExecution.id == execution_id,
+                  NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL]
+    if not force:
+        conditions.append(~pending)
+    result = session.execute(
+        update(NodeExecution)
+        .where(*conditions)
+        .values(status=ExecutionStatus.QUEUED, updated_at=utcnow()))
+    return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def _record_on_call(session: Session, row: ToolApproval, evidence: dict[str, Any]) -> None:
+    call = {"call_id": row.call_id, "tool_name": row.tool_name, "domain": row.domain,
+            "operation": row.operation}
+    _record_call_approval(session, row.execution_id, call, evidence)
+
+
+def _record_call_approval(session: Session, execution_id: str, call: dict[str, Any],
+                          evidence: dict[str, Any]) -> None:
+    """Set ``tool_calls.approval`` (the row is created when the call has none yet; the
+    journal's evidence upsert fills in the rest and leaves this column alone)."""
+    statement = dialect_insert(session)(ToolCallRecord).values(
+        execution_id=execution_id, call_id=str(call["call_id"]),
+        tool_name=str(call.get("tool_name", "")), domain=str(call.get("domain", "")),
+        operation=str(call.get("operation", "")), approval=evidence, created_at=utcnow())
+    session.execute(statement.on_conflict_do_update(
+        index_elements=["execution_id", "call_id"], set_={"approval": evidence}))

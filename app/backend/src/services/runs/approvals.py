@@ -1,0 +1,166 @@
+"""The durable approval gate, and what resumes an execution once its approvals are decided.
+
+:class:`DbApprovalGate` applies an execution's ``approval_policy``
+(:mod:`services.execution.approvals`) with its approvals in the database
+(:class:`~services.db.approvals.ApprovalRepository`):
+
+* ``deny``: the call is answered ``permission_denied`` without running; the decision goes on
+  the call's record (``tool_calls.approval``) and into the journal (``approval_decided``);
+* ``require``: the first time, an approval is recorded (``pending``, expiring after
+  ``STUDIO_APPROVAL_TIMEOUT_S``) and the loop pauses (:class:`~services.execution.approvals.
+  PauseRun`): the journal gets ``approval_requested``, the execution ``awaiting_approval``, and
+  its lease is released (nothing runs, nothing waits). Once decided, the execution is queued and
+  dispatched again; the resumed loop finds the decision for the same call: approved, the call
+  runs; denied, the model gets ``permission_denied`` with the reason.
+
+:func:`decide_approval` is the one way to decide (API, CLI); :func:`reap_approvals` is the
+reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``), and an
+execution left waiting with nothing pending (a decision that came while it was still pausing) is
+queued again.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from services.db.approvals import TIMEOUT_DECIDER, ApprovalRepository, Decided
+from services.db.base import utcnow
+from services.db.journal import DbEventSink
+from services.db.redaction import Redactor
+from services.db.session import Database
+from services.execution.approvals import (
+    ApprovalGate,
+    ApprovalPolicy,
+    GateAction,
+    GateVerdict,
+    call_fingerprint,
+    parse_policy,
+)
+from services.execution.errors import ExecutionError
+from services.execution.messages import ToolCall
+from services.execution.ports import AgentEvent, AgentEventKind
+from services.settings import StudioSettings
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[[str], Any]
+
+
+class DbApprovalGate(ApprovalGate):
+    """An :class:`ApprovalGate` whose approvals are recorded and can make a call wait."""
+
+    def __init__(self, policy: ApprovalPolicy, db: Database, execution_id: str, *,
+                 timeout_s: float, redactor: Redactor | None = None,
+                 can_wait: bool = True) -> None:
+        super().__init__(policy)
+        self.approvals = ApprovalRepository(db, redactor)
+        self.execution_id = execution_id
+        self.timeout_s = timeout_s
+        # an execution run in place (a workspace, no durable resume) cannot wait: ``require``
+        # is then refused like ``deny``
+        self.can_wait = can_wait
+
+    def review(self, call: ToolCall) -> GateVerdict:
+        verdict = super().review(call)
+        if verdict.action is GateAction.DENY and verdict.evidence is not None \
+                and verdict.evidence.get("decided_by") == "policy":
+            evidence = {**verdict.evidence, "decided_at": utcnow().isoformat()}
+            self.approvals.record_policy_decision(self.execution_id,
+                                                  call.model_dump(mode="json"), evidence)
+            return GateVerdict(verdict.action, evidence, verdict.message)
+        return verdict
+
+    def require(self, call: ToolCall, key: str) -> GateVerdict:
+        if not self.can_wait:
+            verdict = super().require(call, key)
+            evidence = {**(verdict.evidence or {}), "decided_at": utcnow().isoformat()}
+            self.approvals.record_policy_decision(self.execution_id,
+                                                  call.model_dump(mode="json"), evidence)
+            return GateVerdict(verdict.action, evidence, verdict.message)
+        data = call.model_dump(mode="json")
+        fingerprint = call_fingerprint(call)
+        found = self.approvals.decided_for(self.execution_id, call.call_id, fingerprint)
+        if found is None:
+            found = self.approvals.request(self.execution_id, data, fingerprint=fingerprint,
+                                           rule=key, timeout_s=self.timeout_s)
+        if found["status"] == "pending":
+            return GateVerdict(GateAction.PAUSE, {
+                "approval_id": found["id"], "rule": key, "policy": "require",
+                "expires_at": found["expires_at"]})
+        evidence = self.approvals.use(str(found["id"]), data)
+        if found["status"] == "approved":
+            return GateVerdict(GateAction.RUN, evidence)
+        who = "timed out" if found["decided_by"] == TIMEOUT_DECIDER \
+            else f"denied by {found['decided_by']}"
+        reason = f": {found['reason']}" if found.get("reason") else ""
+        return GateVerdict(GateAction.DENY, evidence,
+                           f"the call was not approved ({who}){reason}")
+
+
+def approval_gate(db: Database, settings: StudioSettings, execution_id: str,
+                  policy: dict[str, str] | None, redactor: Redactor | None = None, *,
+                  can_wait: bool = True) -> DbApprovalGate | None:
+    """The gate of an execution with a policy (validated again: it was recorded validated),
+    ``None`` without one."""
+    parsed = parse_policy(policy or None)
+    if not parsed:
+        return None
+    return DbApprovalGate(parsed, db, execution_id, timeout_s=settings.approval_timeout_s,
+                          redactor=redactor, can_wait=can_wait)
+
+
+def paused_for_approval(events: list[tuple[str, dict[str, Any]]]) -> bool:
+    """Whether the journal's last attempt paused for an approval (an ``approval_requested``
+    after its last model turn, and no ``finished``): the resume runs that turn's calls."""
+    for kind, _ in reversed(events):
+        if kind == AgentEventKind.APPROVAL_REQUESTED.value:
+            return True
+        if kind in (AgentEventKind.MODEL_RESPONSE.value, AgentEventKind.FINISHED.value):
+            return False
+    return False
+
+
+def decide_approval(db: Database, execution_id: str, approval_id: str, decision: str, *,
+                    by: str, reason: str | None, dispatch: Dispatch | None,
+                    redactor: Redactor | None = None) -> Decided:
+    """Decide one approval: the decision is stored, journalled (``approval_decided``) and, when
+    it was the last pending one of a waiting execution, the execution is dispatched again."""
+    decided = ApprovalRepository(db, redactor).decide(execution_id, approval_id, decision,
+                                                      by=by, reason=reason)
+    if decided.changed:
+        approval = decided.approval
+        DbEventSink(db, redactor).emit(AgentEvent(
+            AgentEventKind.APPROVAL_DECIDED, execution_id, 0, {
+                "approval_id": approval["id"], "call_id": approval["call_id"],
+                "tool": approval["tool"], "rule": approval["rule"], "policy": "require",
+                "decision": decision, "decided_by": approval["decided_by"],
+                "decided_at": approval["decided_at"], "reason": approval["reason"]}))
+    if decided.resume and dispatch is not None:
+        log.info("execution %s: every approval decided; dispatching it again", execution_id)
+        dispatch(execution_id)
+    return decided
+
+
+def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
+    """Deny pending approvals past their time, and queue again the executions that wait with
+    nothing pending; answers the executions dispatched."""
+    repository = ApprovalRepository(db)
+    dispatched: list[str] = []
+    for execution_id, approval_id in repository.expired(limit=limit):
+        log.warning("approval %s of execution %s timed out: denied", approval_id, execution_id)
+        try:
+            decided = decide_approval(db, execution_id, approval_id, "deny", by=TIMEOUT_DECIDER,
+                                      reason="no decision before the approval timed out",
+                                      dispatch=dispatch)
+        except ExecutionError:  # decided meanwhile by a person: theirs wins
+            log.info("approval %s was decided meanwhile", approval_id)
+            continue
+        if decided.resume:
+            dispatched.append(execution_id)
+    for execution_id in repository.resumable(limit=limit):
+        log.info("execution %s waits with no approval pending; dispatching it", execution_id)
+        dispatch(execution_id)
+        dispatched.append(execution_id)
+    return dispatched

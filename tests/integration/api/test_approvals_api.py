@@ -1,0 +1,67 @@
+"""Approval gates through ``studio api`` with no broker: the API runs each execution itself (a
+``studio execute`` child of a background thread). A paused execution is left waiting (not
+failed, no ``finished`` event) and a decision over HTTP runs it again in the API process; an
+invalid policy is refused at creation with its stable code."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.integration.api.helpers import create, wait_final
+from tests.integration.api.server import ApiServer, running_api
+from tests.integration.celery_fixtures import wait_for
+
+SCRIPT: dict[str, Any] = {"turns": [
+    {"tool_calls": [{"tool": "command.run",
+                     "args": {"argv": ["sh", "-c", "echo ran > gated.txt"]}}]},
+    {"final": {"status": "success", "summary": "gated"}}]}
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
+    with running_api(tmp_path_factory.mktemp("approvals-api")) as server:
+        yield server
+
+
+def _status(api: ApiServer, execution_id: str) -> str:
+    with api.client(api.admin) as client:
+        return str(client.get(f"/api/executions/{execution_id}").json()["status"])
+
+
+def test_a_paused_execution_waits_and_resumes_in_the_api_process(api: ApiServer) -> None:
+    execution_id = create(api, SCRIPT, approval_policy={"command.run": "require"})
+    wait_for("the execution to wait", lambda: _status(api, execution_id) == "awaiting_approval",
+             180, lambda: "".join(api.log[-40:]))
+    with api.client(api.admin) as client:
+        events = client.get(f"/api/executions/{execution_id}/tool-calls").json()
+        (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
+            "approvals"]
+        assert [c["approval"]["decision"] for c in events["tool_calls"]] == ["pending"]
+        decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
+                              json={"decision": "approve", "reason": "fine"})
+    assert decided.status_code == 200, decided.text
+    assert decided.json()["approval"]["decided_by"] == "all"  # the token's name
+    row = wait_final(api, execution_id, timeout=180)
+    assert row["status"] == "succeeded", (row["error_code"], row["error_message"],
+                                          "".join(api.log[-60:]))
+    with api.client(api.admin) as client:
+        calls = client.get(f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]
+    assert [(c["ok"], c["approval"]["decision"]) for c in calls] == [(True, "approve")]
+
+
+@pytest.mark.parametrize("policy", [
+    {"command.run": "later"}, {"shell.*": "deny"}, {"command.nope": "deny"}, ["command.run"],
+    {"x" * 300: "deny"},
+])
+def test_an_invalid_policy_is_refused_at_creation(api: ApiServer, policy: Any) -> None:
+    body = {"repo_url": api.repo_url, "provider": "replay", "prompt": "p",
+            "replay_script": SCRIPT, "approval_policy": policy}
+    with api.client(api.admin) as client:
+        response = client.post("/api/executions", json=body)
+    assert response.status_code == 422, response.text
+    code = response.json()["error"]["code"]
+    assert code == ("invalid_arguments" if isinstance(policy, list)
+                    else "invalid_approval_policy")

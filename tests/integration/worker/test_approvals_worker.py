@@ -1,0 +1,263 @@
+"""Approval gates end to end: the real ``studio api`` and ``studio worker`` processes on the Redis
+broker, codex talking to the scripted model server (which records every request) through the
+OpenAI SDK, a git host and the GitHub API double.
+
+With ``approval_policy {"command.run": "require"}``:
+
+1. the execution reaches ``awaiting_approval`` with one pending approval and no lease; denied
+   over HTTP, the model's next request carries ``permission_denied`` and the reason, and the run
+   goes on to its end (the model was not asked the paused turn again);
+2. a second execution pauses, its worker is SIGKILLed while the approval is pending, another
+   worker is started; approved over HTTP, the command runs (its file is in the pushed branch);
+3. under a worker whose approvals time out after 2 s, the reaper denies the approval and the
+   model gets ``permission_denied`` (timed out).
+
+Hostile decisions over HTTP (bad values, unknown and foreign approval ids, a huge reason, the
+other decision after one was made, a read-only token) get their stable codes, and every
+decision appears in ``studio executions show``.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.db.executions import ExecutionRepository
+from tests.integration.api.helpers import wait_final
+from tests.integration.api.server import ApiServer, api_process
+from tests.integration.celery_fixtures import (
+    STUDIO,
+    Broker,
+    WorkerProcess,
+    start_worker,
+    wait_for,
+)
+from tests.integration.repo_env import DONE, RepoWorld, repo_world
+from tests.support.model_requests import tool_results
+from tests.support.model_script import text, tool_calls
+from tests.support.model_server import ScriptedModelServer
+
+pytestmark = pytest.mark.slow
+
+API_KEY = "sk-approvals-PROVIDERKEY-51c2e9"
+POLICY = {"command.run": "require"}
+REASON = "<script>alert('no')</script> not on a Friday"
+
+
+def _mark(name: str) -> dict[str, Any]:
+    return {"argv": ["sh", "-c", f"echo ran > {name}"], "timeout_s": 60}
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[RepoWorld]:
+    with repo_world(tmp_path) as world:
+        yield world
+
+
+@pytest.fixture
+def workers() -> Iterator[list[WorkerProcess]]:
+    started: list[WorkerProcess] = []
+    yield started
+    for worker in started:
+        worker.stop()
+
+
+def _env(world: RepoWorld, tmp_path: Path, broker: Broker, model_url: str,
+         **extra: str) -> dict[str, str]:
+    return world.env(tmp_path / "workspaces", STUDIO_BROKER_URL=broker.url,
+                     STUDIO_WORKER_QUEUE=broker.queue, OPENAI_BASE_URL=model_url + "/v1",
+                     OPENAI_API_KEY=API_KEY, **extra)
+
+
+def _create(api: ApiServer, prompt: str) -> str:
+    body = {"repo_url": api.repo_url, "provider": "codex", "prompt": prompt,
+            "pull_request": True, "approval_policy": POLICY}
+    with api.client(api.admin) as client:
+        response = client.post("/api/executions", json=body)
+    assert response.status_code == 202, response.text
+    execution_id: str = response.json()["id"]
+    return execution_id
+
+
+def _waiting(api: ApiServer, world: RepoWorld, execution_id: str,
+             workers: list[WorkerProcess]) -> dict[str, Any]:
+    """Wait for ``awaiting_approval``; the one pending approval."""
+    def status() -> bool:
+        with api.client(api.admin) as client:
+            row = client.get(f"/api/executions/{execution_id}").json()
+        assert row["status"] not in ("succeeded", "failed", "cancelled", "stalled"), row
+        return bool(row["status"] == "awaiting_approval")
+
+    wait_for(f"{execution_id} to wait for an approval", status, 240,
+             lambda: "\n".join(w.log() for w in workers))
+    with api.client(api.admin) as client:
+        approvals = client.get(f"/api/executions/{execution_id}/approvals").json()["approvals"]
+    assert [(a["status"], a["tool"]) for a in approvals] == [("pending", "command.run")]
+    db = world.database()
+    try:
+        row = ExecutionRepository(db).get(execution_id)
+        assert row is not None and row.lease_owner is None  # it holds no lease while it waits
+        requested = [e.data for e in ExecutionRepository(db).events(execution_id)
+                     if e.kind == "approval_requested"]
+    finally:
+        db.dispose()
+    assert [r["approval_id"] for r in requested] == [approvals[0]["id"]]
+    pending: dict[str, Any] = approvals[0]
+    return pending
+
+
+def _decide(api: ApiServer, execution_id: str, approval_id: str, body: dict[str, Any],
+            token: str | None = None) -> Any:
+    with api.client(token or api.token("reviewer", ["read", "run"])) as client:
+        return client.post(f"/api/executions/{execution_id}/approvals/{approval_id}",
+                           json=body)
+
+
+def _results_with(server: ScriptedModelServer, needle: str) -> list[str]:
+    found = []
+    for record in server.requests:
+        for result in tool_results(record):
+            content = json.dumps(result.content) if not isinstance(result.content, str) \
+                else result.content
+            if needle in content:
+                found.append(content)
+    return found
+
+
+def _show(env: dict[str, str], execution_id: str) -> dict[str, Any]:
+    done = subprocess.run([*STUDIO, "executions", "show", execution_id, "--json"], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    shown: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    plain = subprocess.run([*STUDIO, "executions", "show", execution_id], env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
+    assert plain.returncode == 0, plain.stderr
+    shown["text"] = plain.stdout
+    return shown
+
+
+def test_approval_gates_over_http_with_real_workers(
+        world: RepoWorld, tmp_path: Path, redis_broker: Broker,
+        workers: list[WorkerProcess]) -> None:
+    steps = [step for name in ("denied", "approved", "late") for step in (
+        tool_calls([("workspace_write_file", {"path": f"{name}-notes.txt", "content": "n\n"}),
+                    ("command_run", _mark(f"{name}.txt"))]), text(json.dumps(DONE)))]
+    with ScriptedModelServer(steps) as server:
+        env = _env(world, tmp_path, redis_broker, server.url)
+        done = subprocess.run([*STUDIO, "settings", "set", "reaper_interval_s", "1"], env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+        assert done.returncode == 0, done.stderr
+        workers.append(start_worker(env, tmp_path / "worker-a.log", "--concurrency", "1"))
+        with api_process(env, world.url) as api:
+            denied_id = _denied_run(api, world, server, env, workers)
+            _hostile_decisions(api, denied_id)
+            _approved_run_survives_a_killed_worker(api, world, server, env, tmp_path,
+                                                   workers)
+            workers[-1].stop()
+            timed_env = {**env, "STUDIO_APPROVAL_TIMEOUT_S": "2"}
+            workers.append(start_worker(timed_env, tmp_path / "worker-c.log",
+                                        "--concurrency", "1"))
+            _timed_out_run(api, world, server, env, workers)
+
+
+def _denied_run(api: ApiServer, world: RepoWorld, server: ScriptedModelServer,
+                env: dict[str, str], workers: list[WorkerProcess]) -> str:
+    execution_id = _create(api, "Mark it denied")
+    approval = _waiting(api, world, execution_id, workers)
+    assert approval["args"]["argv"][-1] == "echo ran > denied.txt"
+    asked = len(server.requests)
+    response = _decide(api, execution_id, approval["id"],
+                       {"decision": "deny", "reason": REASON})
+    assert response.status_code == 200, response.text
+    assert response.json()["changed"] is True and response.json()["resumed"] is True
+    row = wait_final(api, execution_id, timeout=240)
+    assert row["status"] == "succeeded", (row, workers[-1].log())
+    # one more model request: the answer to the denied call (the turn was not asked again)
+    assert len(server.requests) == asked + 1
+    denials = _results_with(server, "permission_denied")
+    assert len(denials) == 1 and "not on a Friday" in denials[0]
+    assert world.remote_file(row["branch"], "denied.txt") is None
+    assert world.remote_file(row["branch"], "denied-notes.txt") == "n\n"
+    shown = _show(env, execution_id)
+    gated = [c for c in shown["tool_calls"] if c["operation"] == "run"]
+    assert [c["approval"]["decision"] for c in gated] == ["deny"]
+    assert gated[0]["approval"]["decided_by"] == "reviewer"
+    assert gated[0]["error_code"] == "permission_denied"
+    assert [(a["status"], a["decided_by"], a["reason"]) for a in shown["approvals"]] == [
+        ("denied", "reviewer", REASON)]
+    assert "deny by reviewer" in shown["text"] and "denied" in shown["text"]
+    return execution_id
+
+
+def _hostile_decisions(api: ApiServer, execution_id: str) -> None:
+    with api.client(api.admin) as client:
+        approval_id = client.get(f"/api/executions/{execution_id}/approvals").json()[
+            "approvals"][0]["id"]
+    bad = _decide(api, execution_id, approval_id, {"decision": "maybe"})
+    assert (bad.status_code, bad.json()["error"]["code"]) == (422, "invalid_arguments")
+    extra = _decide(api, execution_id, approval_id, {"decision": "deny", "by": "someone"})
+    assert extra.status_code == 422
+    huge = _decide(api, execution_id, approval_id, {"decision": "deny", "reason": "x" * 5000})
+    assert (huge.status_code, huge.json()["error"]["code"]) == (422, "invalid_arguments")
+    unknown = _decide(api, execution_id, "no-such-approval", {"decision": "approve"})
+    assert (unknown.status_code, unknown.json()["error"]["code"]) == (404,
+                                                                       "approval_not_found")
+    again = _decide(api, execution_id, approval_id, {"decision": "deny", "reason": "again"})
+    assert again.status_code == 200 and again.json()["changed"] is False
+    assert again.json()["approval"]["reason"] == REASON  # the first decision stands
+    other = _decide(api, execution_id, approval_id, {"decision": "approve"})
+    assert (other.status_code, other.json()["error"]["code"]) == (409,
+                                                                  "approval_already_decided")
+    reader = _decide(api, execution_id, approval_id, {"decision": "approve"},
+                     token=api.token("reader", ["read"]))
+    assert (reader.status_code, reader.json()["error"]["code"]) == (403, "forbidden")
+    foreign = _decide(api, "0" * 36, approval_id, {"decision": "approve"})
+    assert foreign.status_code == 404
+
+
+def _approved_run_survives_a_killed_worker(api: ApiServer, world: RepoWorld,
+                                           server: ScriptedModelServer, env: dict[str, str],
+                                           tmp_path: Path,
+                                           workers: list[WorkerProcess]) -> None:
+    execution_id = _create(api, "Mark it approved")
+    approval = _waiting(api, world, execution_id, workers)
+    workers[-1].kill()  # SIGKILL while the approval is pending
+    with api.client(api.admin) as client:
+        first = client.get("/api/executions?status=awaiting_approval").json()["executions"]
+        assert [e["id"] for e in first if e["id"] == execution_id] == [execution_id]
+        # another execution's approval id is not this one's
+        foreign = client.get(f"/api/executions/{execution_id}/approvals").json()
+    assert foreign["approvals"][0]["id"] == approval["id"]
+    workers.append(start_worker(env, tmp_path / "worker-b.log", "--concurrency", "1"))
+    response = _decide(api, execution_id, approval["id"], {"decision": "approve"})
+    assert response.status_code == 200 and response.json()["resumed"] is True, response.text
+    row = wait_final(api, execution_id, timeout=240)
+    assert row["status"] == "succeeded", (row, workers[-1].log())
+    assert world.remote_file(row["branch"], "approved.txt") == "ran\n"  # the command ran
+    shown = _show(env, execution_id)
+    gated = [c for c in shown["tool_calls"] if c["operation"] == "run"]
+    assert [(c["ok"], c["approval"]["decision"]) for c in gated] == [(True, "approve")]
+    assert [a["status"] for a in shown["approvals"]] == ["approved"]
+    assert "approve by reviewer" in shown["text"]
+
+
+def _timed_out_run(api: ApiServer, world: RepoWorld, server: ScriptedModelServer,
+                   env: dict[str, str], workers: list[WorkerProcess]) -> None:
+    execution_id = _create(api, "Mark it late")
+    row = wait_final(api, execution_id, timeout=300)
+    assert row["status"] == "succeeded", (row, workers[-1].log())
+    assert world.remote_file(row["branch"], "late.txt") is None
+    late = _results_with(server, "timed out")
+    assert len(late) == 1 and "permission_denied" in late[0]
+    shown = _show(env, execution_id)
+    assert [(a["status"], a["decided_by"]) for a in shown["approvals"]] == [
+        ("denied", "timeout")]
+    with api.client(api.admin) as client:
+        events = client.get(f"/api/executions/{execution_id}/tool-calls").json()
+    gated = [c for c in events["tool_calls"] if c["operation"] == "run"]
+    assert gated[0]["approval"]["decided_by"] == "timeout"
