@@ -100,7 +100,26 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
         return lines
     if kind == "finalize":
         return [prefix + finalize_line(data)]
+    if kind in ("setup", "network"):
+        return [prefix + line for line in setup_lines(kind, data)]
     return []
+
+
+def setup_lines(kind: str, data: dict[str, Any]) -> list[str]:
+    """A setup command's start or end, or a phase's network summary (services.runs.setup_phase)."""
+    if kind == "network":
+        lines = [f"network ({data.get('phase')}): {data.get('bytes_to_sandbox', 0)} bytes in, "
+                 f"{len(data.get('blocked') or [])} refused"]
+        for item in data.get("blocked") or []:
+            lines.append(f"      refused {item.get('method')} {item.get('host')}:{item.get('port')}"
+                         f" ({item.get('reason')}) by {item.get('command')}")
+        return lines
+    head = f"setup {int(data.get('index', 0)) + 1} ({data.get('source')})"
+    if data.get("status") == "started":
+        return [f"{head}: $ {data.get('command')}"]
+    lines = [f"{head}: {data.get('status')}, exit {data.get('exit_code')}"
+             + (" (timed out)" if data.get("timed_out") else "")]
+    return lines + output_lines(data) if data.get("status") != "succeeded" else lines
 
 
 def end_lines(end: dict[str, Any]) -> list[str]:

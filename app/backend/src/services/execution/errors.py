@@ -76,6 +76,7 @@ class ErrorCode(StrEnum):
     WORKSPACE_REFUSED = "workspace_refused"
     REQUEST_TOO_LARGE = "request_too_large"
     LIMIT_ABOVE_CEILING = "limit_above_ceiling"
+    SETUP_FAILED = "setup_failed"
 
 
 class StudioError(Exception):

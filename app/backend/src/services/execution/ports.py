@@ -153,6 +153,10 @@ class AgentEventKind(StrEnum):
     FINISHED = "finished"
     # after the loop: commit, push and pull request, each with its result (the durable path)
     FINALIZE = "finalize"
+    # before the loop: each setup command and its output (services.runs.setup_phase)
+    SETUP = "setup"
+    # what the egress proxy refused and carried in a phase with controlled network
+    NETWORK = "network"
 
 
 @dataclass(frozen=True)

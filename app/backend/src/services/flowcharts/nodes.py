@@ -107,7 +107,8 @@ class NodeRunner:
             model=config.model, base_branch=config.base_branch,
             pull_request=config.pull_request, script=config.replay_script,
             github_repo=config.github_repo, limit_overrides=dict(config.limits),
-            node_config=node_config,
+            node_config=node_config, setup=tuple(config.setup), network=config.network,
+            network_allowlist=tuple(config.network_allowlist),
         )
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:

@@ -84,7 +84,8 @@ def create_execution_route(
     request = ExecutionRequest(
         provider=body.provider, prompt=body.prompt, repo_url=body.repo_url, model=body.model,
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
-        limit_overrides=limits)
+        limit_overrides=limits, setup=tuple(body.setup), network=body.network,
+        network_allowlist=tuple(body.network_allowlist))
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
                                         settings=settings)

@@ -1,0 +1,193 @@
+"""The setup phase end to end (replay provider, in process, the real bubblewrap sandbox, the
+real egress proxy and pip): a dependency installed by a setup command from a package index on
+127.0.0.1 (allowed by the deployment's ``127.0.0.1:PORT``) makes the agent's test run pass; the
+same install from the offline agent phase fails; requests the allowlist refuses (a host not on
+it, the local Redis port, an allowed name that resolves to 127.0.0.1) are in the evidence and in
+the pull request's body; the second execution installs from the repository's dependency cache;
+a failing setup ends the execution with ``setup_failed`` and nothing pushed."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from services.db.executions import ExecutionRepository
+from services.db.redaction import Redactor
+from services.runs.durable import execute_execution
+from services.runs.request import ExecutionRequest, create_execution
+from services.settings import SandboxMode
+from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
+from tests.support.git_http_server import seed_bare_repo
+from tests.support.package_index import PackageIndex, build_wheel, package_index
+
+PACKAGE = "studio-dep"
+DEP_TEST = ("import unittest\n\nimport studio_dep\n\n\nclass DepTest(unittest.TestCase):\n"
+            "    def test_value(self):\n        self.assertEqual(studio_dep.VALUE, 42)\n")
+# The probe a setup command runs: raw proxy requests through the sandbox's relay.
+PROBE = """import socket, sys
+for target in sys.argv[1:]:
+    s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
+    s.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
+    print(target, s.recv(200).split(b"\\r\\n")[0].decode())
+    s.close()
+"""
+PROJECT = {".gitignore": ".deps/\n", "test_dep.py": DEP_TEST, "tools/probe.py": PROBE}
+TEST_RUN = {"tool": "command.run",
+            "args": {"argv": ["python3", "-m", "unittest", "-q", "test_dep"],
+                     "env": {"PYTHONPATH": ".deps"}}}
+REDIS = "127.0.0.1:6379"
+WRITE = {"tool": "workspace.write_file", "args": {"path": "NOTES.md", "content": "ok\n"}}
+
+
+def _install(index: PackageIndex) -> str:
+    return (f"python3 -m pip install --no-input --disable-pip-version-check --quiet "
+            f"--index-url {index.url} --trusted-host 127.0.0.1 --target .deps {PACKAGE}")
+
+
+@pytest.fixture
+def index(tmp_path: Path) -> Iterator[PackageIndex]:
+    wheels = tmp_path / "wheels"
+    wheels.mkdir()
+    # incompressible bytes, so that a download is plainly visible in the proxy's counters
+    build_wheel(wheels, PACKAGE, "1.0", {"studio_dep/__init__.py": b"VALUE = 42\n",
+                                         "studio_dep/blob.bin": os.urandom(256 * 1024)})
+    with package_index(wheels) as served:
+        yield served
+
+
+def _run(world: RepoWorld, tmp_path: Path, index: PackageIndex, turns: list[dict[str, Any]],
+         *, repo_url: str | None = None, **request: Any) -> tuple[Any, Any, list[Any]]:
+    settings = world.settings().model_copy(update={
+        "workspace_dir": tmp_path / "ws", "sandbox": SandboxMode.BWRAP,
+        "setup_allowlist": [f"127.0.0.1:{index.port}", "localhost:6379"]})
+    db = world.database()
+    try:
+        execution_id = create_execution(db, ExecutionRequest(
+            provider="replay", prompt="Make the dependency test pass",
+            repo_url=repo_url or world.url,
+            script={"turns": [{"tool_calls": [c]} for c in [*turns, WRITE]]
+                    + [{"final": DONE}]},
+            **request), Redactor([TOKEN]), settings=settings)
+        outcome = execute_execution(execution_id, settings=settings, db=db)
+        return outcome, ExecutionRepository(db).get(execution_id), [
+            (e.kind, e.data) for e in ExecutionRepository(db).events(execution_id)]
+    finally:
+        db.dispose()
+
+
+def _results(events: list[Any]) -> list[dict[str, Any]]:
+    return [d["envelope"]["result"] for kind, d in events
+            if kind == "tool_result" and d["envelope"].get("ok")]
+
+
+def _network(events: list[Any], phase: str) -> dict[str, Any]:
+    found = [d for kind, d in events if kind == "network" and d["phase"] == phase]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_setup_installs_what_the_tests_need_and_the_proxy_refuses_the_rest(
+        tmp_path: Path, index: PackageIndex) -> None:
+    probe = f"python3 tools/probe.py {REDIS} localhost:6379 example.com:443"
+    with repo_world(tmp_path, PROJECT) as world:
+        outcome, row, events = _run(world, tmp_path, index, [TEST_RUN],
+                                    setup=(_install(index), probe), pull_request=True)
+        assert outcome.status == "succeeded", row.error_message
+        # the agent's test run passed with the installed package
+        assert _results(events)[0]["exit_code"] == 0, _results(events)[0]
+        setup = [d for kind, d in events if kind == "setup"]
+        assert [(d["index"], d["status"]) for d in setup] == [
+            (0, "started"), (0, "succeeded"), (1, "started"), (1, "succeeded")]
+        # each refusal: the proxy answered 403 and recorded it with the command
+        assert setup[3]["stdout"].count("403 Forbidden") == 3, setup[3]["stdout"]
+        network = _network(events, "setup")
+        blocked = {(b["host"], b["port"]): b for b in network["blocked"]}
+        assert set(blocked) == {("127.0.0.1", 6379), ("localhost", 6379), ("example.com", 443)}
+        assert all(b["command"] == probe for b in blocked.values())
+        assert "not on the allowlist" in blocked[("127.0.0.1", 6379)]["reason"]
+        assert "loopback" in blocked[("localhost", 6379)]["reason"]
+        assert network["bytes_to_sandbox"] > 256 * 1024  # the wheel came through the proxy
+        # setup events come before the loop's; the pull request lists the refusals
+        kinds = [kind for kind, _ in events]
+        assert kinds.index("network") < kinds.index("started")
+        body = world.pulls_of(row.branch)[0].body
+        assert "Blocked network requests" in body
+        assert "`example.com:443`" in body and "`127.0.0.1:6379`" in body and probe in body
+        # the installed files stay out of the commit (the repository ignores them)
+        assert world.remote_file(row.branch, "NOTES.md") == "ok\n"
+        assert world.remote_file(row.branch, ".deps/studio_dep/__init__.py") is None
+
+
+def test_the_same_install_fails_from_the_offline_agent_phase_and_works_in_allowlist_mode(
+        tmp_path: Path, index: PackageIndex) -> None:
+    install = {"tool": "command.run", "args": {"command": _install(index), "timeout_s": 120}}
+    with repo_world(tmp_path, PROJECT) as world:
+        outcome, row, events = _run(world, tmp_path, index, [install, TEST_RUN],
+                                    pull_request=False)
+        assert row.status == "succeeded", row.error_message
+        offline = _results(events)
+        assert offline[0]["exit_code"] != 0 and offline[1]["exit_code"] != 0
+        assert "network" not in [kind for kind, _ in events]
+        assert index.requests == []  # nothing reached the index
+        outcome, row, events = _run(world, tmp_path, index, [install, TEST_RUN],
+                                    pull_request=False, network="allowlist")
+        assert row.status == "succeeded", row.error_message
+        online = _results(events)
+        assert online[0]["exit_code"] == 0, online[0]
+        assert online[1]["exit_code"] == 0, online[1]
+        assert _network(events, "agent")["bytes_to_sandbox"] > 0
+
+
+def test_the_second_execution_installs_from_the_repository_cache(
+        tmp_path: Path, index: PackageIndex) -> None:
+    with repo_world(tmp_path, PROJECT) as world:
+        _, first_row, first = _run(world, tmp_path, index, [TEST_RUN],
+                                   setup=(_install(index),), pull_request=False)
+        _, second_row, second = _run(world, tmp_path, index, [TEST_RUN],
+                                     setup=(_install(index),), pull_request=False)
+        assert first_row.status == second_row.status == "succeeded"
+        assert _results(second)[0]["exit_code"] == 0
+        before = _network(first, "setup")["bytes_to_sandbox"]
+        after = _network(second, "setup")["bytes_to_sandbox"]
+        assert before > 256 * 1024 and after < before / 4, (before, after)
+        # another repository's execution starts with an empty cache of its own
+        seed_bare_repo(tmp_path / "git", "acme/gadgets", PROJECT)
+        look = "test -z \"$(ls -A /run/studio-cache)\" && touch /run/studio-cache/mine"
+        _, other, _ = _run(world, tmp_path, index, [TEST_RUN], setup=(look,),
+                           repo_url=world.host.url("acme/gadgets"), pull_request=False)
+        assert other.status == "succeeded", other.error_message
+
+
+def test_a_failing_setup_ends_the_execution_with_its_output_and_nothing_pushed(
+        tmp_path: Path, index: PackageIndex) -> None:
+    with repo_world(tmp_path, PROJECT) as world:
+        outcome, row, events = _run(world, tmp_path, index, [TEST_RUN],
+                                    setup=("echo preparing; echo broken >&2; exit 3",))
+        assert outcome.status == "failed" and row.error_code == "setup_failed"
+        assert "exited with 3" in row.error_message and "broken" in row.error_message
+        assert [kind for kind, _ in events] == ["setup", "setup", "network", "finished"]
+        assert events[1][1]["stderr"].strip() == "broken"
+        assert world.host.pushes == [] and world.api.pulls == []
+
+
+def test_the_repository_setup_file_runs_first_and_a_hostile_one_is_refused(
+        tmp_path: Path, index: PackageIndex) -> None:
+    files = {**PROJECT, ".studio/setup.json": '{"commands": ["echo from-repo > .deps-marker"]}',
+             ".gitignore": ".deps/\n.deps-marker\n"}
+    with repo_world(tmp_path, files) as world:
+        _, row, events = _run(world, tmp_path, index, [TEST_RUN],
+                              setup=("test -f .deps-marker",), pull_request=False)
+        assert row.status == "succeeded", row.error_message
+        assert [(d["source"], d["status"]) for k, d in events if k == "setup"] == [
+            ("repository", "started"), ("repository", "succeeded"),
+            ("request", "started"), ("request", "succeeded")]
+    hostile = {**PROJECT, ".studio/setup.json": '{"commands": ["true"], "hosts": ["evil.org"]}'}
+    with repo_world(tmp_path / "hostile", hostile) as world:
+        _, row, events = _run(world, tmp_path, index, [TEST_RUN], pull_request=False)
+        assert row.status == "failed" and row.error_code == "setup_failed"
+        assert ".studio/setup.json" in row.error_message
+        assert world.host.pushes == []
