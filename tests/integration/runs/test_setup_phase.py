@@ -8,6 +8,7 @@ a failing setup ends the execution with ``setup_failed`` and nothing pushed."""
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +21,7 @@ from services.db.redaction import Redactor
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import SandboxMode
-from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
+from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world, studio
 from tests.support.git_http_server import seed_bare_repo
 from tests.support.package_index import PackageIndex, build_wheel, package_index
 
@@ -191,3 +192,67 @@ def test_the_repository_setup_file_runs_first_and_a_hostile_one_is_refused(
         assert row.status == "failed" and row.error_code == "setup_failed"
         assert ".studio/setup.json" in row.error_message
         assert world.host.pushes == []
+
+
+def test_setup_commands_see_no_secret_and_only_the_proxy(
+        tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-setupPhaseSECRET0123456789"
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    monkeypatch.setenv("STUDIO_GITHUB_TOKEN", TOKEN)
+    look = ("env; tr '\\0' '\\n' < /proc/1/environ; ls -a /run/studio-egress; "
+            "ls / ; git config --list --show-origin || true")
+    with repo_world(tmp_path, PROJECT) as world:
+        _, row, events = _run(world, tmp_path, index, [TEST_RUN], setup=(look,),
+                              pull_request=False)
+        assert row.status == "succeeded", row.error_message
+        output = next(d["stdout"] + d["stderr"] for k, d in events
+                      if k == "setup" and d["status"] != "started")
+        assert key not in output and TOKEN not in output and world.db_url not in output
+        assert "HTTPS_PROXY=http://127.0.0.1:3128" in output
+        assert "PIP_CACHE_DIR=/run/studio-cache/pip" in output
+        assert "proxy.sock" in output and "relay.py" in output
+
+
+def test_setup_is_refused_where_the_sandbox_cannot_enforce_the_allowlist(
+        tmp_path: Path, index: PackageIndex) -> None:
+    settings_update = {"sandbox": SandboxMode.NONE}
+    with repo_world(tmp_path, PROJECT) as world:
+        settings = world.settings().model_copy(update={
+            "workspace_dir": tmp_path / "ws", **settings_update})
+        db = world.database()
+        try:
+            execution_id = create_execution(db, ExecutionRequest(
+                provider="replay", prompt="p", repo_url=world.url, setup=("touch ran",),
+                script={"turns": [{"final": DONE}]}), Redactor([TOKEN]), settings=settings)
+            outcome = execute_execution(execution_id, settings=settings, db=db)
+            row = ExecutionRepository(db).get(execution_id)
+            kinds = [e.kind for e in ExecutionRepository(db).events(execution_id)]
+        finally:
+            db.dispose()
+        assert outcome.status == "failed" and row.error_code == "sandbox_unavailable"
+        assert "bubblewrap" in row.error_message and kinds == ["finished"]
+        assert world.host.pushes == []
+
+
+def test_studio_run_takes_setup_commands_and_shows_them(
+        tmp_path: Path, index: PackageIndex) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [{"tool_calls": [c]} for c in (TEST_RUN, WRITE)]
+                                  + [{"final": DONE}]}))
+    with repo_world(tmp_path, PROJECT) as world:
+        env = world.env(tmp_path / "ws", STUDIO_SANDBOX="bwrap",
+                        STUDIO_SETUP_ALLOWLIST=f"127.0.0.1:{index.port}")
+        done = studio(env, "run", "--repo", world.url, "--no-pr", "--script", str(script),
+                      "--json", "--setup", _install(index), "--setup", "echo second",
+                      "--allow-host", "example.org", "Make the dependency test pass")
+        assert done.returncode == 0, done.stderr
+        assert last_json(done.stdout)["execution_status"] == "succeeded"
+        assert "setup 1 (request): $ python3 -m pip install" in done.stderr
+        assert "setup 2 (request): succeeded, exit 0" in done.stderr
+        assert "network (setup):" in done.stderr
+        hostile = studio(env, "run", "--repo", world.url, "--script", str(script),
+                         "--allow-host", "127.0.0.1:5432", "p")
+        assert hostile.returncode == 2 and "deployment" in hostile.stderr
+        in_place = studio(env, "run", "--workspace", str(tmp_path), "--script", str(script),
+                          "--setup", "true", "p")
+        assert in_place.returncode == 2 and "--repo" in in_place.stderr
