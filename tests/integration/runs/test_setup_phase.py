@@ -100,7 +100,7 @@ def test_setup_installs_what_the_tests_need_and_the_proxy_refuses_the_rest(
         assert outcome.status == "succeeded", row.error_message
         # the agent's test run passed with the installed package
         assert _results(events)[0]["exit_code"] == 0, _results(events)[0]
-        setup = [d for kind, d in events if kind == "setup"]
+        setup = [d for kind, d in events if kind == "setup" and d["status"] != "output"]
         assert [(d["index"], d["status"]) for d in setup] == [
             (0, "started"), (0, "succeeded"), (1, "started"), (1, "succeeded")]
         # each refusal: the proxy answered 403 and recorded it with the command
@@ -170,8 +170,13 @@ def test_a_failing_setup_ends_the_execution_with_its_output_and_nothing_pushed(
                                     setup=("echo preparing; echo broken >&2; exit 3",))
         assert outcome.status == "failed" and row.error_code == "setup_failed"
         assert "exited with 3" in row.error_message and "broken" in row.error_message
-        assert [kind for kind, _ in events] == ["setup", "setup", "network", "finished"]
-        assert events[1][1]["stderr"].strip() == "broken"
+        assert [(kind, d.get("status")) for kind, d in events] == [
+            ("setup", "started"), ("setup", "output"), ("setup", "output"), ("setup", "failed"),
+            ("network", None), ("finished", "failed")]
+        # the output as it came (streamed), then in the end event
+        assert {(d["stream"], d["text"]) for _, d in events[1:3]} == {
+            ("stdout", "preparing\n"), ("stderr", "broken\n")}
+        assert events[3][1]["stderr"].strip() == "broken"
         assert world.host.pushes == [] and world.api.pulls == []
 
 
@@ -183,7 +188,8 @@ def test_the_repository_setup_file_runs_first_and_a_hostile_one_is_refused(
         _, row, events = _run(world, tmp_path, index, [TEST_RUN],
                               setup=("test -f .deps-marker",), pull_request=False)
         assert row.status == "succeeded", row.error_message
-        assert [(d["source"], d["status"]) for k, d in events if k == "setup"] == [
+        assert [(d["source"], d["status"]) for k, d in events
+                if k == "setup" and d["status"] != "output"] == [
             ("repository", "started"), ("repository", "succeeded"),
             ("request", "started"), ("request", "succeeded")]
     hostile = {**PROJECT, ".studio/setup.json": '{"commands": ["true"], "hosts": ["evil.org"]}'}
@@ -206,7 +212,9 @@ def test_setup_commands_see_no_secret_and_only_the_proxy(
                               pull_request=False)
         assert row.status == "succeeded", row.error_message
         output = next(d["stdout"] + d["stderr"] for k, d in events
-                      if k == "setup" and d["status"] != "started")
+                      if k == "setup" and d["status"] == "succeeded")
+        streamed = "".join(d["text"] for k, d in events if k == "setup" and d["status"] == "output")
+        assert "HTTPS_PROXY=" in streamed and key not in streamed and TOKEN not in streamed
         assert key not in output and TOKEN not in output and world.db_url not in output
         assert "HTTPS_PROXY=http://127.0.0.1:3128" in output
         assert "PIP_CACHE_DIR=/run/studio-cache/pip" in output

@@ -117,6 +117,9 @@ def setup_lines(kind: str, data: dict[str, Any]) -> list[str]:
     head = f"setup {int(data.get('index', 0)) + 1} ({data.get('source')})"
     if data.get("status") == "started":
         return [f"{head}: $ {data.get('command')}"]
+    if data.get("status") == "output":
+        return [f"{head} {data.get('stream')} | {line}"
+                for line in str(data.get("text") or "").splitlines()]
     lines = [f"{head}: {data.get('status')}, exit {data.get('exit_code')}"
              + (" (timed out)" if data.get("timed_out") else "")]
     return lines + output_lines(data) if data.get("status") != "succeeded" else lines

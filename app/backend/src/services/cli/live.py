@@ -64,6 +64,8 @@ class LiveConsoleSink:
         elif event.kind is AgentEventKind.FINISHED:
             self._finished(data)
         elif event.kind in (AgentEventKind.SETUP, AgentEventKind.NETWORK):
+            if data.get("status") == "output" and not self.verbose:
+                return
             for line in setup_lines(event.kind.value, data):
                 self.console.print(f"  {escape(line)}")
 

@@ -12,8 +12,9 @@ with ``sandbox_unavailable``), with the repository's dependency cache
 
 Each setup command runs with ``/bin/sh -c`` in the workspace, with the command domain's
 scrubbed environment (no secret of the harness) plus the proxy variables, one at a time, each
-at most ``STUDIO_SETUP_TIMEOUT_S``. Journal events (``setup``): the command as it starts, then
-its exit, duration, output (head and tail) and the requests the proxy refused while it ran. One
+at most ``STUDIO_SETUP_TIMEOUT_S``. Journal events (``setup``): the command as it starts, its
+output while it runs (:class:`OutputStream`), then its exit, duration, output (head and tail)
+and the requests the proxy refused while it ran. One
 ``network`` event per phase sums up the refusals and the bytes the proxy carried. A command that
 exits non-zero or times out ends the execution with ``setup_failed`` and its output (nothing is
 committed or pushed). The agent phase then runs offline (the session sandbox), or through the
@@ -26,6 +27,7 @@ import contextlib
 import dataclasses
 import shutil
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,6 +49,9 @@ from services.settings import StudioSettings
 
 Emit = Callable[[AgentEventKind, dict[str, Any]], None]
 MESSAGE_OUTPUT_CHARS = 2000
+STREAM_INTERVAL_S = 0.5
+STREAM_CHUNK = 8 * 1024
+STREAM_CAP = 256 * 1024
 MAX_BLOCKED_IN_BODY = 50
 
 
@@ -104,8 +109,48 @@ def setup_commands(request: ExecutionRequest, workspace: Path) -> list[SetupComm
             + [SetupCommand("request", c) for c in request.setup])
 
 
+class OutputStream:
+    """A setup command's output as ``setup`` events (``"status": "output"``) while it runs:
+    complete lines, at most every :data:`STREAM_INTERVAL_S` or :data:`STREAM_CHUNK` bytes, and
+    at most :data:`STREAM_CAP` bytes per command (the head and tail are in the end event)."""
+
+    def __init__(self, emit: Emit, base: dict[str, Any]) -> None:
+        self.emit = emit
+        self.base = base
+        self.pending: dict[str, bytearray] = {"stdout": bytearray(), "stderr": bytearray()}
+        self.sent = 0
+        self.last = time.monotonic()
+        self.capped = False
+
+    def feed(self, stream: str, data: bytes) -> None:
+        if self.capped:
+            return
+        self.pending[stream] += data
+        waiting = sum(len(b) for b in self.pending.values())
+        if waiting >= STREAM_CHUNK or time.monotonic() - self.last >= STREAM_INTERVAL_S:
+            self.flush(final=False)
+
+    def flush(self, *, final: bool) -> None:
+        for stream, buffer in self.pending.items():
+            cut = len(buffer) if final else buffer.rfind(b"\n") + 1
+            if cut <= 0 or self.capped:
+                continue
+            chunk = bytes(buffer[:cut])
+            del buffer[:cut]
+            if self.sent + len(chunk) > STREAM_CAP:
+                chunk = chunk[:max(0, STREAM_CAP - self.sent)]
+                self.capped = True
+            self.sent += len(chunk)
+            self.emit(AgentEventKind.SETUP, {
+                **self.base, "status": "output", "stream": stream,
+                "text": chunk.decode("utf-8", "replace"),
+                **({"stream_capped": True} if self.capped else {})})
+        self.last = time.monotonic()
+
+
 def _tail(outcome: CommandOutcome) -> str:
-    text = (outcome.stdout.text() + "\n" + outcome.stderr.text()).strip()
+    text = "\n".join(part.strip() for part in (outcome.stdout.text(), outcome.stderr.text())
+                     if part.strip())
     return text if len(text) <= MESSAGE_OUTPUT_CHARS else "..." + text[-MESSAGE_OUTPUT_CHARS:]
 
 
@@ -121,7 +166,10 @@ def run_setup(commands: Sequence[SetupCommand], network: ControlledNetwork, work
                                                workspace=workspace, cwd=workspace,
                                                env=command_environment({}, Path(t)))
             network.proxy.label = step.command[:500]
-            outcome = run_prepared(prepared, timeout_s=timeout_s, cap=cap)
+            stream = OutputStream(emit, base)
+            outcome = run_prepared(prepared, timeout_s=timeout_s, cap=cap,
+                                   on_output=stream.feed)
+            stream.flush(final=True)
         blocked = network.proxy.snapshot()[0][before:]
         ok = outcome.exit_code == 0 and not outcome.timed_out
         emit(AgentEventKind.SETUP, {
