@@ -17,7 +17,10 @@ from typing import Any
 import pytest
 
 from services.db.executions import ExecutionRepository
+from services.db.flowcharts import FlowchartRepository
 from services.db.redaction import Redactor
+from services.flowcharts.graph import parse_graph
+from services.flowcharts.service import FlowchartRunService
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import SandboxMode
@@ -264,3 +267,39 @@ def test_studio_run_takes_setup_commands_and_shows_them(
         in_place = studio(env, "run", "--workspace", str(tmp_path), "--script", str(script),
                           "--setup", "true", "p")
         assert in_place.returncode == 2 and "--repo" in in_place.stderr
+
+
+def test_a_flowchart_agent_node_runs_its_setup_commands(
+        tmp_path: Path, index: PackageIndex, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("STUDIO_WORKSPACE_DIR", str(tmp_path / "workspaces"))
+    script = {"turns": [{"tool_calls": [c]} for c in (TEST_RUN, WRITE)] + [{"final": DONE}]}
+    with repo_world(tmp_path / "world", PROJECT) as world:
+        graph = {
+            "nodes": [
+                {"id": "start", "type": "start", "config": {}},
+                {"id": "fix", "type": "agent", "config": {
+                    "provider": "replay", "prompt": "Make the dependency test pass.",
+                    "replay_script": script, "repo_url": world.url, "pull_request": False,
+                    "setup": [_install(index)], "network": "offline",
+                    "network_allowlist": ["example.org"]}},
+                {"id": "end", "type": "end", "config": {}},
+            ],
+            "edges": [{"id": "a", "source": "start", "target": "fix"},
+                      {"id": "b", "source": "fix", "target": "end"}],
+        }
+        settings = world.settings().model_copy(update={
+            "sandbox": SandboxMode.BWRAP, "setup_allowlist": [f"127.0.0.1:{index.port}"]})
+        db = world.database()
+        try:
+            flowchart_id = FlowchartRepository(db).create(
+                name="setup", graph=parse_graph(graph).model_dump(mode="json"))
+            service = FlowchartRunService(db, settings)
+            run = service.get(service.start(flowchart_id))
+            execution_id = run["nodes"]["fix"]["execution_id"]
+            events = [(e.kind, e.data) for e in ExecutionRepository(db).events(execution_id)]
+        finally:
+            db.dispose()
+        assert run["status"] == "succeeded", run
+        assert _results(events)[0]["exit_code"] == 0
+        assert _network(events, "setup")["allowlist"] == ["example.org",
+                                                          f"127.0.0.1:{index.port}"]

@@ -17,6 +17,7 @@ from services.execution.network.allowlist import parse_allowlist
 from services.execution.network.proxy import EgressProxy
 from services.execution.sandbox.egress import egress_sandbox
 from services.execution.sandbox.selection import LandlockSandbox, NoSandbox
+from services.executors.selection import forwarded_environment
 from services.flowcharts.graph import AgentConfig
 from services.repos.dependency_caches import dependency_cache
 from services.repos.urls import validate_repo_url
@@ -159,3 +160,11 @@ def test_the_journal_text_shows_setup_and_network_events() -> None:
     assert started == ["[  0] setup 1 (request): $ make deps"]
     assert failed[0] == "[  0] setup 1 (request): failed, exit 2" and "no rule" in failed[-1]
     assert "refused CONNECT evil.org:443" in network[1]
+
+
+def test_the_setup_settings_reach_an_executor_pod(tmp_path: Path) -> None:
+    settings = studio_settings(tmp_path, setup_allowlist="10.1.2.3:3141,.corp.example",
+                               setup_timeout_s=60)
+    forwarded = forwarded_environment(settings)
+    assert forwarded["STUDIO_SETUP_ALLOWLIST"] == "10.1.2.3:3141,.corp.example"
+    assert forwarded["STUDIO_SETUP_TIMEOUT_S"] == "60.0"

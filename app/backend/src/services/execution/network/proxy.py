@@ -255,8 +255,10 @@ class EgressProxy:
         with self._lock:
             if len(self.blocked) < MAX_BLOCKED:
                 self.blocked.append(record)
-        log.warning("egress proxy refused %s %s:%s (%s) for %r", refused.method or "-",
-                    refused.host or "-", refused.port, refused.reason, label[:200])
+        # the command is in the record (journaled, redacted), not in the log: it may carry a
+        # credential its author put there
+        log.warning("egress proxy refused %s %s:%s (%s)", refused.method or "-",
+                    refused.host or "-", refused.port, refused.reason)
         body = f"studio egress proxy: refused: {refused.reason}\n".encode()
         title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(refused.status,
                                                                                "Refused")
