@@ -7,13 +7,14 @@ from __future__ import annotations
 import socket
 import socketserver
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from services.execution.network.allowlist import parse_allowlist
-from services.execution.network.proxy import MAX_LINE, EgressProxy
+from services.execution.network.proxy import MAX_CONNECTIONS, MAX_LINE, EgressProxy
 
 
 class _Echo(socketserver.BaseRequestHandler):
@@ -171,3 +172,20 @@ def test_a_name_that_does_not_resolve_is_refused(proxy: EgressProxy) -> None:
     answer = _ask(proxy, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n")  # not in the fake DNS
     assert answer.startswith(b"HTTP/1.1 502")
     assert "resolve" in proxy.snapshot()[0][0].reason
+
+
+def test_connections_past_the_cap_are_refused(proxy: EgressProxy) -> None:
+    idle = []
+    try:
+        for _ in range(MAX_CONNECTIONS):
+            client = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            client.connect(str(proxy.socket_path))
+            idle.append(client)
+        deadline = time.monotonic() + 60
+        while proxy.active_connections < MAX_CONNECTIONS and time.monotonic() < deadline:
+            time.sleep(0.01)  # polls a condition: the proxy accepted every idle connection
+        answer = _ask(proxy, b"CONNECT pypi.org:443 HTTP/1.1\r\n\r\n")
+        assert answer.startswith(b"HTTP/1.1 503"), answer[:80]
+    finally:
+        for client in idle:
+            client.close()

@@ -46,6 +46,7 @@ MAX_LINE = 8192
 MAX_HEADERS = 100
 MAX_HEADER_BYTES = 64 * 1024
 MAX_BLOCKED = 500
+MAX_CONNECTIONS = 128
 READ_TIMEOUT_S = 30.0
 CONNECT_TIMEOUT_S = 30.0
 CHUNK = 64 * 1024
@@ -110,6 +111,7 @@ class EgressProxy:
         self._thread: threading.Thread | None = None
         self._ready = threading.Event()
         self._error: BaseException | None = None
+        self._active = 0
 
     # -- lifetime (from the harness) ---------------------------------------------------------
     def start(self) -> None:
@@ -152,6 +154,10 @@ class EgressProxy:
         with contextlib.suppress(OSError):
             self.socket_path.unlink()
 
+    @property
+    def active_connections(self) -> int:
+        return self._active
+
     def snapshot(self) -> tuple[list[Blocked], Traffic]:
         with self._lock:
             return list(self.blocked), Traffic(self.traffic.to_client, self.traffic.to_upstream,
@@ -161,6 +167,16 @@ class EgressProxy:
     # -- one connection ----------------------------------------------------------------------
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         label = self.label
+        if self._active >= MAX_CONNECTIONS:
+            with contextlib.suppress(OSError, TimeoutError, ValueError):
+                # the request is read (not parsed) so that closing does not reset the answer
+                await asyncio.wait_for(reader.read(MAX_LINE), 5.0)
+            self._refuse(writer, Refused(503, "too many connections at once"), label)
+            with contextlib.suppress(OSError, RuntimeError):
+                await writer.drain()
+                writer.close()
+            return
+        self._active += 1  # only the proxy's event loop touches it
         try:
             try:
                 method, host, port, head = await asyncio.wait_for(_read_request(reader),
@@ -182,6 +198,7 @@ class EgressProxy:
         except (OSError, asyncio.CancelledError):
             pass
         finally:
+            self._active -= 1
             with contextlib.suppress(OSError, RuntimeError):
                 writer.close()
 
@@ -260,8 +277,8 @@ class EgressProxy:
         log.warning("egress proxy refused %s %s:%s (%s)", refused.method or "-",
                     refused.host or "-", refused.port, refused.reason)
         body = f"studio egress proxy: refused: {refused.reason}\n".encode()
-        title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway"}.get(refused.status,
-                                                                               "Refused")
+        title = {400: "Bad Request", 403: "Forbidden", 502: "Bad Gateway",
+                 503: "Service Unavailable"}.get(refused.status, "Refused")
         with contextlib.suppress(OSError, RuntimeError):
             writer.write(f"HTTP/1.1 {refused.status} {title}\r\nContent-Type: text/plain\r\n"
                          f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
