@@ -8,6 +8,7 @@ a failing setup ends the execution with ``setup_failed`` and nothing pushed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Iterator
@@ -24,6 +25,7 @@ from services.flowcharts.service import FlowchartRunService
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import SandboxMode
+from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world, studio
 from tests.support.git_http_server import seed_bare_repo
 from tests.support.package_index import PackageIndex, build_wheel, package_index
@@ -34,6 +36,14 @@ DEP_TEST = ("import unittest\n\nimport studio_dep\n\n\nclass DepTest(unittest.Te
 # The probe a setup command runs: raw proxy requests through the sandbox's relay.
 PROBE = """import socket, sys
 for target in sys.argv[1:]:
+    if target.startswith("direct:"):  # no route out but the relay: a direct connection fails
+        host, port = target[len("direct:"):].rsplit(":", 1)
+        try:
+            socket.create_connection((host, int(port)), timeout=10)
+            print(target, "CONNECTED")
+        except OSError as exc:
+            print(target, "failed", type(exc).__name__)
+        continue
     s = socket.create_connection(("127.0.0.1", 3128), timeout=60)
     s.sendall(f"CONNECT {target} HTTP/1.1\\r\\nHost: {target}\\r\\n\\r\\n".encode())
     print(target, s.recv(200).split(b"\\r\\n")[0].decode())
@@ -94,10 +104,26 @@ def _network(events: list[Any], phase: str) -> dict[str, Any]:
     return found[0]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def database(request: pytest.FixtureRequest) -> Iterator[str | None]:
+    """The journal's database: the world's SQLite file, or a fresh migrated PostgreSQL one."""
+    if request.param == "sqlite":
+        yield None
+        return
+    admin: str = request.getfixturevalue("pg_admin")
+    url = create_migrated_pg_database(admin)
+    yield url
+    drop_pg_database(admin, url)
+
+
 def test_setup_installs_what_the_tests_need_and_the_proxy_refuses_the_rest(
-        tmp_path: Path, index: PackageIndex) -> None:
-    probe = f"python3 tools/probe.py {REDIS} localhost:6379 example.com:443"
+        tmp_path: Path, index: PackageIndex, database: str | None) -> None:
+    # the probe runs in a background job of the shell: every process goes through the relay
+    probe = (f"sh -c 'python3 tools/probe.py {REDIS} localhost:6379 example.com:443 "
+             f"direct:127.0.0.1:{index.port} direct:1.1.1.1:443 & wait'")
     with repo_world(tmp_path, PROJECT) as world:
+        if database is not None:
+            world = dataclasses.replace(world, db_url=database)
         outcome, row, events = _run(world, tmp_path, index, [TEST_RUN],
                                     setup=(_install(index), probe), pull_request=True)
         assert outcome.status == "succeeded", row.error_message
@@ -108,6 +134,7 @@ def test_setup_installs_what_the_tests_need_and_the_proxy_refuses_the_rest(
             (0, "started"), (0, "succeeded"), (1, "started"), (1, "succeeded")]
         # each refusal: the proxy answered 403 and recorded it with the command
         assert setup[3]["stdout"].count("403 Forbidden") == 3, setup[3]["stdout"]
+        assert setup[3]["stdout"].count(" failed ") == 2 and "CONNECTED" not in setup[3]["stdout"]
         network = _network(events, "setup")
         blocked = {(b["host"], b["port"]): b for b in network["blocked"]}
         assert set(blocked) == {("127.0.0.1", 6379), ("localhost", 6379), ("example.com", 443)}
