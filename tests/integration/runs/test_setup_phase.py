@@ -164,13 +164,19 @@ def test_the_same_install_fails_from_the_offline_agent_phase_and_works_in_allowl
         assert offline[0]["exit_code"] != 0 and offline[1]["exit_code"] != 0
         assert "network" not in [kind for kind, _ in events]
         assert index.requests == []  # nothing reached the index
-        outcome, row, events = _run(world, tmp_path, index, [install, TEST_RUN],
+        probe = {"tool": "command.run",
+                 "args": {"argv": ["python3", "tools/probe.py", "example.com:443"]}}
+        outcome, row, events = _run(world, tmp_path, index, [install, TEST_RUN, probe],
                                     pull_request=False, network="allowlist")
         assert row.status == "succeeded", row.error_message
         online = _results(events)
         assert online[0]["exit_code"] == 0, online[0]
         assert online[1]["exit_code"] == 0, online[1]
-        assert _network(events, "agent")["bytes_to_sandbox"] > 0
+        assert "403 Forbidden" in online[2]["stdout"]
+        agent = _network(events, "agent")
+        assert agent["bytes_to_sandbox"] > 0
+        assert [(b["host"], b["command"]) for b in agent["blocked"]] == [
+            ("example.com", "python3 tools/probe.py example.com:443")]
 
 
 def test_the_second_execution_installs_from_the_repository_cache(

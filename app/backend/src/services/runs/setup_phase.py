@@ -214,10 +214,10 @@ def controlled_phases(settings: StudioSettings, request: ExecutionRequest, works
         if request.network != "allowlist":
             yield ctx
             return
-        try:
-            yield dataclasses.replace(ctx, sandbox=network.sandbox)
-        finally:
-            emit(AgentEventKind.NETWORK, network.report("agent"))
+        yield dataclasses.replace(ctx, sandbox=network.sandbox)
+        # after the loop's own end (an exception, such as a lost lease, skips it: nothing more
+        # may be journaled then)
+        emit(AgentEventKind.NETWORK, network.report("agent"))
     finally:
         network.close()
 
