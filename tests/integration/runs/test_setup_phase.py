@@ -74,10 +74,12 @@ def index(tmp_path: Path) -> Iterator[PackageIndex]:
 
 
 def _run(world: RepoWorld, tmp_path: Path, index: PackageIndex, turns: list[dict[str, Any]],
-         *, repo_url: str | None = None, **request: Any) -> tuple[Any, Any, list[Any]]:
+         *, repo_url: str | None = None, settings_update: dict[str, Any] | None = None,
+         **request: Any) -> tuple[Any, Any, list[Any]]:
     settings = world.settings().model_copy(update={
         "workspace_dir": tmp_path / "ws", "sandbox": SandboxMode.BWRAP,
-        "setup_allowlist": [f"127.0.0.1:{index.port}", "localhost:6379"]})
+        "setup_allowlist": [f"127.0.0.1:{index.port}", "localhost:6379"],
+        **(settings_update or {})})
     db = world.database()
     try:
         execution_id = create_execution(db, ExecutionRequest(
@@ -214,6 +216,14 @@ def test_a_failing_setup_ends_the_execution_with_its_output_and_nothing_pushed(
             ("stdout", "preparing\n"), ("stderr", "broken\n")}
         assert events[3][1]["stderr"].strip() == "broken"
         assert world.host.pushes == [] and world.api.pulls == []
+        # a command past STUDIO_SETUP_TIMEOUT_S is killed and the setup fails
+        outcome, row, events = _run(world, tmp_path, index, [TEST_RUN],
+                                    setup=("echo waiting; sleep 600 & sleep 600",),
+                                    settings_update={"setup_timeout_s": 2.0})
+        assert row.error_code == "setup_failed" and "timed out" in row.error_message
+        ended = [d for k, d in events if k == "setup" and d["status"] == "failed"]
+        assert ended[0]["timed_out"] is True and ended[0]["stdout"] == "waiting\n"
+        assert world.host.pushes == []
 
 
 def test_the_repository_setup_file_runs_first_and_a_hostile_one_is_refused(
