@@ -94,6 +94,13 @@ class StudioSettings(BaseSettings):
     api_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # The setup phase (services.runs.setup_phase): hosts its commands, and the agent commands of
+    # an execution with network "allowlist", may reach through the egress proxy, comma-separated
+    # (names, ".suffix", name:port, and ADDRESS:PORT to open that one loopback or private port).
+    setup_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [
+        "pypi.org", "files.pythonhosted.org", "registry.npmjs.org"])
+    # Seconds each setup command may run before its process tree is killed (the setup fails).
+    setup_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
 
     # The node executor (services.executors.selection); the kube_* settings below apply to
     # ``kubernetes`` only (the Helm chart's ``executor.*`` values hand them over).
@@ -121,7 +128,7 @@ class StudioSettings(BaseSettings):
     kubeconfig: Path | None = None
 
     @field_validator("cors_origins", "github_git_origins", "repo_allowed_hosts",
-                     "kube_image_pull_secrets", mode="before")
+                     "kube_image_pull_secrets", "setup_allowlist", mode="before")
     @classmethod
     def _split_origins(cls, value: object) -> object:
         if isinstance(value, str):

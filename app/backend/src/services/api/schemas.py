@@ -51,6 +51,16 @@ class ExecutionCreate(BaseModel):
     approval_policy: dict[str, str] | None = Field(
         default=None, description="Tool calls gated by key (\"domain.operation\", "
         "\"domain.*\" or \"*\"): \"allow\", \"deny\" or \"require\" (a person's approval).")
+    setup: list[str] = Field(
+        default_factory=list, max_length=32,
+        description="Setup commands (shell lines) run before the model, with network only to "
+                    "the allowlist (after the repository's own .studio/setup.json).")
+    network: Literal["offline", "allowlist"] = Field(
+        default="offline", description="The agent's commands: offline, or through the egress "
+                                        "proxy to the allowlist like setup commands.")
+    network_allowlist: list[str] = Field(
+        default_factory=list, max_length=200,
+        description="Host names or .suffix entries added to the deployment's allowlist.")
 
 
 class ExecutionCreated(BaseModel):

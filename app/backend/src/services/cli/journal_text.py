@@ -107,6 +107,8 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
                 f"{target.get('provider')}:{target.get('model')} ({reason.get('code')})"]
     if kind in ("approval_requested", "approval_decided"):
         return [prefix + approval_line(kind, data)]
+    if kind in ("setup", "network"):
+        return [prefix + line for line in setup_lines(kind, data)]
     return []
 
 
@@ -120,6 +122,26 @@ def approval_line(kind: str, data: dict[str, Any]) -> str:
     reason = f": {data['reason']}" if data.get("reason") else ""
     return (f"approval {data.get('decision')} of {tool} by {data.get('decided_by')} "
             f"at {data.get('decided_at')}{reason}")
+
+
+def setup_lines(kind: str, data: dict[str, Any]) -> list[str]:
+    """A setup command's start or end, or a phase's network summary (services.runs.setup_phase)."""
+    if kind == "network":
+        lines = [f"network ({data.get('phase')}): {data.get('bytes_to_sandbox', 0)} bytes in, "
+                 f"{len(data.get('blocked') or [])} refused"]
+        for item in data.get("blocked") or []:
+            lines.append(f"      refused {item.get('method')} {item.get('host')}:{item.get('port')}"
+                         f" ({item.get('reason')}) by {item.get('command')}")
+        return lines
+    head = f"setup {int(data.get('index', 0)) + 1} ({data.get('source')})"
+    if data.get("status") == "started":
+        return [f"{head}: $ {data.get('command')}"]
+    if data.get("status") == "output":
+        return [f"{head} {data.get('stream')} | {line}"
+                for line in str(data.get("text") or "").splitlines()]
+    lines = [f"{head}: {data.get('status')}, exit {data.get('exit_code')}"
+             + (" (timed out)" if data.get("timed_out") else "")]
+    return lines + output_lines(data) if data.get("status") != "succeeded" else lines
 
 
 def end_lines(end: dict[str, Any]) -> list[str]:

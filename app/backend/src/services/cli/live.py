@@ -9,7 +9,7 @@ from typing import Any
 from rich.console import Console
 from rich.markup import escape
 
-from services.cli.journal_text import finalize_line, output_lines
+from services.cli.journal_text import finalize_line, output_lines, setup_lines
 from services.execution.ports import AgentEvent, AgentEventKind
 
 ARGS_PREVIEW = 100
@@ -63,6 +63,11 @@ class LiveConsoleSink:
             self.console.print(f"  [yellow]! {escape(str(data.get('message')))}[/]")
         elif event.kind is AgentEventKind.FINISHED:
             self._finished(data)
+        elif event.kind in (AgentEventKind.SETUP, AgentEventKind.NETWORK):
+            if data.get("status") == "output" and not self.verbose:
+                return
+            for line in setup_lines(event.kind.value, data):
+                self.console.print(f"  {escape(line)}")
 
     def _finished(self, data: dict[str, Any]) -> None:
         usage = data.get("usage") or {}

@@ -50,6 +50,15 @@ def run_command(
     script: Annotated[Path | None, typer.Option(help="Replay script (JSON).")] = None,
     max_iterations: Annotated[int | None, typer.Option(min=1)] = None,
     max_budget_usd: Annotated[float | None, typer.Option(min=0.0)] = None,
+    setup: Annotated[list[str] | None, typer.Option(
+        "--setup", help="A setup command run before the model, network only to the allowlist "
+                        "(--repo; repeatable).")] = None,
+    network: Annotated[str, typer.Option(
+        help="The agent's commands: offline, or allowlist (through the egress proxy).")
+    ] = "offline",
+    allow_host: Annotated[list[str] | None, typer.Option(
+        "--allow-host", help="A host name or .suffix added to STUDIO_SETUP_ALLOWLIST for this "
+                             "run (repeatable).")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print one JSON line last.")] = False,
     verbose: Annotated[bool, typer.Option(
         "--verbose", "-v", help="Print each command's output tails as it ends.")] = False,
@@ -88,12 +97,19 @@ def run_command(
                                    "max_budget_usd": max_budget_usd}.items() if v is not None}
     policy = _approval_policy(approval_policy, in_place=repo is None)
     if repo is not None:
-        _run_repo(ExecutionRequest(
-            provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
-            pull_request=pull_request, script=_script(script), github_repo=github_repo,
-            allow_local=True, limit_overrides=overrides, profile=profile,
-            approval_policy=policy), keep_workspace, json_output, verbose)
+        try:
+            repo_request = ExecutionRequest(
+                provider=provider, prompt=prompt, repo_url=repo, model=model, base_branch=base,
+                pull_request=pull_request, script=_script(script), github_repo=github_repo,
+                allow_local=True, limit_overrides=overrides, profile=profile,
+                approval_policy=policy, setup=tuple(setup or ()),
+                network=network, network_allowlist=tuple(allow_host or ()))
+        except ConfigError as exc:
+            _usage_error(exc.message)
+        _run_repo(repo_request, keep_workspace, json_output, verbose)
     assert workspace is not None
+    if setup or allow_host or network != "offline":
+        _usage_error("--setup, --network and --allow-host need --repo")
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
     service = ExecutionService(open_db(), get_settings())

@@ -84,6 +84,7 @@ class ErrorCode(StrEnum):
     INVALID_APPROVAL_POLICY = "invalid_approval_policy"
     APPROVAL_NOT_FOUND = "approval_not_found"
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
+    SETUP_FAILED = "setup_failed"
 
 
 class StudioError(Exception):

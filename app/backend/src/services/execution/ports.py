@@ -158,6 +158,10 @@ class AgentEventKind(StrEnum):
     # approval gates: a call waits for a person; a decision on a gated call (evidence)
     APPROVAL_REQUESTED = "approval_requested"
     APPROVAL_DECIDED = "approval_decided"
+    # before the loop: each setup command and its output (services.runs.setup_phase)
+    SETUP = "setup"
+    # what the egress proxy refused and carried in a phase with controlled network
+    NETWORK = "network"
 
 
 @dataclass(frozen=True)

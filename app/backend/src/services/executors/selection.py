@@ -38,9 +38,11 @@ from services.settings import (
 IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 # The worker's non-secret settings that ``studio execute`` needs as well: handed on as plain
 # values in the Job (secrets travel only by secretKeyRef).
-FORWARDED_SETTINGS = ("env", "log_level", "github_api_url", "github_git_origins",
-                      "repo_allowed_hosts", "git_author_name", "git_author_email",
-                      "model_prices")
+FORWARDED_SETTINGS: tuple[str, ...] = (
+    "env", "log_level", "github_api_url", "github_git_origins", "repo_allowed_hosts",
+    "git_author_name", "git_author_email", "model_prices")
+# the setup phase runs in the executor's process (services.runs.setup_phase)
+FORWARDED_SETTINGS += ("setup_allowlist", "setup_timeout_s")
 GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
 
 

@@ -29,6 +29,7 @@ from services.execution.profile_checks import agent_profile
 from services.flowcharts.templates import template_syntax_errors
 from services.flowcharts.workspace import check_node_workspace_name
 from services.repos.urls import RepositoryUrlRejected, validate_repo_url
+from services.runs.setup_request import check_network, check_setup_commands
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$"
 NODE_TYPES = ("start", "agent", "command", "decision", "end")
@@ -122,6 +123,10 @@ class AgentConfig(_Config):
     models: list[Any] | None = None  # fallback order (services.execution.agent_profile)
     # services.execution.approvals (checked by _check_node: invalid_approval_policy)
     approval_policy: Any = None
+    # repository nodes: setup commands, and the agent's network (services.runs.setup_request)
+    setup: list[str] = Field(default_factory=list)
+    network: str = "offline"
+    network_allowlist: list[str] = Field(default_factory=list)
 
     @field_validator("workspace")
     @classmethod
@@ -137,6 +142,14 @@ class AgentConfig(_Config):
                 validate_repo_url(self.repo_url, from_api=True)
             except RepositoryUrlRejected as exc:
                 raise ValueError(exc.message) from None
+        try:
+            check_setup_commands(self.setup)
+            check_network(self.network, self.network_allowlist)
+        except ConfigError as exc:
+            raise ValueError(exc.message) from None
+        if self.repo_url is None and (self.setup or self.network != "offline"
+                                      or self.network_allowlist):
+            raise ValueError("setup, network and network_allowlist need a repo_url")
         return self
 
     def templates(self) -> list[str]:

@@ -112,6 +112,8 @@ class NodeRunner:
             github_repo=config.github_repo, limit_overrides=dict(config.limits),
             node_config=node_config, profile=profile,
             approval_policy=parse_policy(config.approval_policy).as_json(),
+            setup=tuple(config.setup), network=config.network,
+            network_allowlist=tuple(config.network_allowlist),
         )
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:

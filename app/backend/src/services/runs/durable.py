@@ -87,6 +87,7 @@ from services.runs.results import (
     failed_run,
     recorded_run,
 )
+from services.runs.setup_phase import blocked_note, controlled_phases
 from services.settings import StudioSettings, get_settings
 from services.telemetry import record, tracing
 
@@ -197,13 +198,17 @@ class DurableRun:
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
         run = recorded_run(self.id, row.provider, row.model, events)
-        if run is None and runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
-            run = self._legacy(row, request, ws, ctx, events)
-        elif run is None:
-            try:
-                run = self._loop(row, request, ws, ctx, events)
-            except PauseRun as pause:  # a call waits for a person: no lease while it waits
-                return self._await_approval(pause, ws.branch)
+        if run is None:
+            # the setup phase, then the loop offline or through the egress proxy
+            with controlled_phases(self.settings, request, ws.path, ctx,
+                                   self._journal_event) as loop_ctx:
+                if runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
+                    run = self._legacy(row, request, ws, loop_ctx, events)
+                else:
+                    try:
+                        run = self._loop(row, request, ws, loop_ctx, events)
+                    except PauseRun as pause:  # a call waits for a person: no lease meanwhile
+                        return self._await_approval(pause, ws.branch)
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
             return self._pause(ws.branch, run)
         finalized = None
@@ -344,7 +349,8 @@ class DurableRun:
         finalized = finalize(ctx, run.result, FinalizeRequest(
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
             base_commit=ws.base_commit, pull_request=request.pull_request,
-            claimed_changes=claimed_changes(run.result, events)),
+            claimed_changes=claimed_changes(run.result, events),
+            notes=(blocked_note(events),)),
             remote_sha=remote_sha, check_lease=self.lease.check, on_step=self._journal_step)
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)
@@ -355,6 +361,14 @@ class DurableRun:
         event (and to the live sinks)."""
         event = AgentEvent(AgentEventKind.FINALIZE, self.id, 0,
                            self.redactor.data({"step": step, **data}))
+        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(event)
+        for sink in self.sinks:
+            sink.emit(event)
+
+    def _journal_event(self, kind: AgentEventKind, data: dict[str, Any]) -> None:
+        """A ``setup`` or ``network`` event (:mod:`services.runs.setup_phase`), journaled and
+        sent to the live sinks."""
+        event = AgentEvent(kind, self.id, 0, self.redactor.data(data))
         DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(event)
         for sink in self.sinks:
             sink.emit(event)

@@ -70,6 +70,8 @@ class FinalizeRequest:
     base_commit: str
     pull_request: bool = True
     claimed_changes: tuple[str, ...] = ()
+    # more sections of the pull request's body (the network requests the proxy refused)
+    notes: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -95,12 +97,14 @@ def commit_message(result: AgentResult, prompt: str) -> str:
     return "\n\n".join(part for part in (subject, body, changes) if part) + "\n"
 
 
-def pull_request_body(result: AgentResult, execution_id: str) -> str:
+def pull_request_body(result: AgentResult, execution_id: str,
+                      notes: tuple[str, ...] = ()) -> str:
     parts = [result.summary.strip() or "Changes made by the Studio agent."]
     if result.changes:
         parts.append("Changes:\n" + "\n".join(f"- {c}" for c in result.changes))
     if result.issues:
         parts.append("Issues:\n" + "\n".join(f"- {i}" for i in result.issues))
+    parts += [note for note in notes if note]
     parts.append(f"Studio execution: `{execution_id}`")
     return "\n\n".join(parts)
 
@@ -201,7 +205,7 @@ def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeReque
             execution_id=request.execution_id, workspace=ctx.resolved_workspace_root(),
             head_branch=branch, base_branch=request.base_branch,
             title=commit_message(result, request.prompt).splitlines()[0],
-            body=pull_request_body(result, request.execution_id), draft=False)
+            body=pull_request_body(result, request.execution_id, request.notes), draft=False)
         span.set_attribute("studio.pr_number", ref.number)
     on_step("pull_request", {"ok": True, "url": ref.url, "number": ref.number,
                              "created": ref.created})

@@ -38,6 +38,7 @@ from services.repos.urls import ValidatedRepo, github_repo_from_url
 from services.repos.workspaces import slugify
 from services.runs.agent_setup import agent_snapshot
 from services.runs.legacy_runtime import runtime_choice
+from services.runs.setup_request import check_network, check_setup_commands
 from services.settings import StudioSettings
 
 
@@ -64,11 +65,22 @@ class ExecutionRequest:
     profile: AgentProfile = field(default_factory=AgentProfile)  # role, prompt, MCP, models
     # services.execution.approvals: "domain.operation" | "domain.*" | "*" -> allow|deny|require
     approval_policy: dict[str, str] = field(default_factory=dict)
+    # the setup phase and the network of agent commands (services.runs.setup_request)
+    setup: tuple[str, ...] = ()
+    network: str = "offline"
+    network_allowlist: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if (self.repo_url is None) == (self.workspace is None):
             raise ConfigError("an execution request names exactly one of a repository URL "
                               "and a workspace directory")
+        object.__setattr__(self, "setup", tuple(check_setup_commands(self.setup)))
+        object.__setattr__(self, "network_allowlist", tuple(self.network_allowlist))
+        check_network(self.network, self.network_allowlist)
+        if self.workspace is not None and (self.setup or self.network != "offline"
+                                           or self.network_allowlist):
+            raise ConfigError("setup commands and network access need a repository execution "
+                              "(repo_url), not a workspace directory")
 
     @property
     def budget_key(self) -> str:
@@ -96,8 +108,8 @@ class ExecutionRequest:
         stored = dict(row.request or {})
         known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
                                         "allow_local", "allow_workflow_changes",
-                                        "limit_overrides", "approval_policy")
-                 if k in stored}
+                                        "limit_overrides", "approval_policy", "setup",
+                                        "network", "network_allowlist") if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
                    model=row.model, base_branch=row.base_branch,
                    profile=AgentProfile.from_stored(stored.get("profile")), **known)

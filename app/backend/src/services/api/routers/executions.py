@@ -105,7 +105,9 @@ def create_execution_route(
         provider=body.provider, prompt=body.prompt, repo_url=body.repo_url,
         model=body.model or primary_model(profile),
         base_branch=body.base_branch, pull_request=body.pull_request, script=body.replay_script,
-        limit_overrides=limits, profile=profile, approval_policy=policy)
+        limit_overrides=limits, profile=profile, approval_policy=policy,
+        setup=tuple(body.setup), network=body.network,
+        network_allowlist=tuple(body.network_allowlist))
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
                                         settings=settings)

@@ -195,6 +195,31 @@
       entry.result.replaceChildren(...parts);
     }
 
+    onSetup(data) {
+      // a setup command (services.runs.setup_phase): started, its output, its end; text only
+      const head = "setup " + (Number(data.index) + 1) + " (" + data.source + ")";
+      if (data.status === "started") {
+        this.add(el("p", { class: "note setup" }, head + ": $ " + data.command));
+      } else if (data.status === "output") {
+        this.add(el("pre", { class: "setup-output", "data-stream": data.stream }, data.text));
+      } else {
+        this.add(el("p", { class: "note setup", "data-status": data.status },
+                    head + ": " + data.status + ", exit " + data.exit_code +
+                    (data.timed_out ? " (timed out)" : "")));
+      }
+    }
+
+    onNetwork(data) {
+      const blocked = Array.isArray(data.blocked) ? data.blocked : [];
+      this.add(el("p", { class: "note network" }, "network (" + data.phase + "): " +
+                  data.bytes_to_sandbox + " bytes in, " + blocked.length + " refused"));
+      for (const item of blocked) {
+        this.add(el("p", { class: "note network blocked" },
+                    "refused " + item.method + " " + item.host + ":" + item.port + " (" +
+                    item.reason + ") by " + item.command));
+      }
+    }
+
     onFinalize(data) {
       if (!this.ended) setBadge(this.status, "finalizing");
       let text;
@@ -264,6 +289,10 @@
         this.approvals.refresh();
       } else if (kind === "finalize") {
         this.onFinalize(data);
+      } else if (kind === "setup") {
+        this.onSetup(data);
+      } else if (kind === "network") {
+        this.onNetwork(data);
       } else if (kind === "end") {
         this.onEnd(data);
       }

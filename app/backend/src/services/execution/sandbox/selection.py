@@ -176,8 +176,11 @@ class BwrapSandbox:
         return bwrap_session(self, workspace, notify)
 
     def prepare(
-        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str]
+        self, argv: Sequence[str], *, workspace: Path, cwd: Path, env: Mapping[str, str],
+        extra_args: Sequence[str] = (),
     ) -> PreparedCommand:
+        """``extra_args``: more bubblewrap mounts, after the workspace's (the egress sandbox's,
+        :mod:`~services.execution.sandbox.egress`)."""
         inner_env = dict(env)
         inner_env["HOME"] = SANDBOX_HOME
         inner_env["TMPDIR"] = SANDBOX_TMP
@@ -190,6 +193,7 @@ class BwrapSandbox:
             *self.system_args,
             "--seccomp", str(seccomp),
             *bwrap_workspace_args(workspace),
+            *extra_args,
             "--remount-ro", "/",
             "--chdir", str(cwd),
             "--clearenv",

@@ -101,6 +101,9 @@ def _exited(pid: int) -> bool:
     return found is not None
 
 
+OutputSink = Callable[[str, bytes], None]  # (stream name, chunk) as it is read
+
+
 class _Pump:
     """The read loop over both pipes and the exit notification.
 
@@ -110,7 +113,9 @@ class _Pump:
     """
 
     def __init__(self, pipes: Sequence[int], cap: int, exit_fd: int | None,
-                 on_exit: Callable[[], None], poll_exit: Callable[[], bool] | None = None) -> None:
+                 on_exit: Callable[[], None], poll_exit: Callable[[], bool] | None = None,
+                 on_output: OutputSink | None = None) -> None:
+        self.on_output = on_output
         self.out = HeadTail(cap)
         self.err = HeadTail(cap)
         self.selector = selectors.DefaultSelector()
@@ -163,6 +168,8 @@ class _Pump:
         data = os.read(key.fd, READ_CHUNK)
         if data:
             key.data.feed(data)
+            if self.on_output is not None:
+                self.on_output("stdout" if key.data is self.out else "stderr", data)
             return True
         self.selector.unregister(key.fileobj)
         return False
@@ -202,8 +209,10 @@ def _ms(started: float) -> float:
     return round((time.monotonic() - started) * 1000, 3)
 
 
-def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> CommandOutcome:
-    """Start ``prepared`` in a new session and collect its capped output until exit or timeout."""
+def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int,
+                 on_output: OutputSink | None = None) -> CommandOutcome:
+    """Start ``prepared`` in a new session and collect its capped output until exit or timeout;
+    ``on_output`` (per-command bubblewrap and no sandbox) sees each chunk as it is read."""
     if prepared.launch is not None:
         return _run_launched(prepared.launch, timeout_s=timeout_s, cap=cap)
     started = time.monotonic()
@@ -220,7 +229,7 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int) -> Co
     pipes = [p.fileno() for p in (proc.stdout, proc.stderr) if p is not None]
     # At the exit, what is left of the group is killed; the leader is a zombie, not reaped.
     pump = _Pump(pipes, cap, pidfd, functools.partial(_kill_group, proc.pid),
-                 functools.partial(_exited, proc.pid))
+                 functools.partial(_exited, proc.pid), on_output)
     try:
         exited = pump.run_until(started + timeout_s)
         if not exited:
