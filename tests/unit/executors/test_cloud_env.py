@@ -165,3 +165,17 @@ def test_hostile_values_are_refused_naming_the_setting_and_echoing_nothing(
     for value in environment.values():
         assert not value or value not in message
     assert SECRET not in message
+
+
+def test_the_mounted_credentials_are_outside_what_a_sandboxed_command_may_read() -> None:
+    """The token and the Google credentials file live under /var/run/secrets, which neither
+    sandbox exposes (bubblewrap binds, Landlock allows only the system paths listed)."""
+    from pathlib import PurePosixPath
+
+    from services.execution.sandbox.layout import readable_system_paths
+    from services.executors.cloud_env import GOOGLE_CREDENTIALS_DIR
+
+    for secret_dir in (PurePosixPath(WEB_IDENTITY_TOKEN_PATH).parent,
+                       PurePosixPath(GOOGLE_CREDENTIALS_DIR)):
+        for readable in readable_system_paths():
+            assert not secret_dir.is_relative_to(str(readable)), (secret_dir, readable)
