@@ -166,3 +166,18 @@ def test_a_wrong_secret_is_refused_by_the_endpoint_and_fails_the_session(tmp_pat
         }, tmp_path)
     assert ("bedrock", "signature mismatch") in server.refusals()
     assert not server.served("bedrock")
+
+
+def test_bedrock_with_a_bedrock_api_key_sends_it_as_bearer_only(tmp_path: Path) -> None:
+    api_key = "ABSKQmVkcm9ja0FQSUtleS1zdHVkaW8tdGVzdA=="
+    with CloudEndpoints(bearer(api_key)) as server:
+        outcome = run_claude("bedrock", {
+            "AWS_REGION": REGION, "ANTHROPIC_BEDROCK_BASE_URL": server.url,
+            "AWS_BEARER_TOKEN_BEDROCK": api_key,
+        }, tmp_path)
+    assert outcome.final_text == "done" and server.refusals() == []
+    streamed = [r for r in server.served("bedrock") if r.path.endswith("-stream")]
+    assert streamed and "x-amz-date" not in streamed[0].headers  # no SigV4 at all
+    for request in server.requests:
+        assert api_key not in request.body.decode("latin-1") + request.query
+    assert_transcripts_clean(tmp_path, api_key)
