@@ -12,6 +12,7 @@ import helm_python
 import kubernetes_validate
 import pytest
 
+from services.execution.providers.cloud_auth import ALL_NAMES
 from services.executors.pod_manifest import build_job, job_labels, job_to_dict
 from services.executors.selection import job_settings
 from services.settings import PROVIDER_SECRET_VARIABLES, TELEMETRY_VARIABLES, StudioSettings
@@ -85,6 +86,11 @@ def test_production_values_switch_on_the_ingress_and_workload_identity() -> None
     ({"secrets": {"databasePassword": "hunter2"}}, "databasePassword"),
     ({"executor": {"activeDeadlineSeconds": 5}}, "/executor/activeDeadlineSeconds"),
     ({"serviceAccounts": {"executor": {"name": "Not A Name"}}}, "/serviceAccounts/executor/name"),
+    ({"providers": {"claudeAuth": "iam-magic"}}, "/providers/claudeAuth"),
+    ({"providers": {"env": {"AWS_SECRET_ACCESS_KEY": "s3cr3t"}}},
+     "invalid propertyName 'AWS_SECRET_ACCESS_KEY'"),
+    ({"providers": {"env": {"AWS_REGION": "eu-west-1\nX: y"}}}, "/providers/env/AWS_REGION"),
+    ({"providers": {"awsRoleArn": "arn:aws:iam::1:role/x"}}, "/providers/awsRoleArn"),
 ])
 def test_bad_values_are_refused_with_the_schemas_message(change: dict[str, Any],
                                                         message: str) -> None:
@@ -152,6 +158,7 @@ def test_every_pod_is_restricted(rendered: list[dict[str, Any]]) -> None:
 def test_every_variable_the_chart_sets_is_a_setting(rendered: list[dict[str, Any]]) -> None:
     read = {f"STUDIO_{name.upper()}" for name in StudioSettings.model_fields}
     read |= set(PROVIDER_SECRET_VARIABLES) | set(TELEMETRY_VARIABLES)  # read by OpenTelemetry
+    read |= ALL_NAMES  # the auth modes' own variables, read by the provider SDKs
     config = set(one(rendered, "ConfigMap", "studio")["data"])
     assert config - read == set()
     for where, spec in pod_specs(rendered):
@@ -281,3 +288,33 @@ def test_the_notes_name_the_secrets_and_the_way_in() -> None:
     production = notes(load_values(PRODUCTION_VALUES))
     assert "https://studio.example.com/" in production
     assert "studio-prod-executor-secrets" in production
+
+
+def test_the_provider_auth_values_reach_the_worker_and_its_job() -> None:
+    """Web identity for claude, Vertex AI for gemini: the ConfigMap carries the modes and their
+    plain values; the Job the worker builds from them projects the token and mounts the Google
+    credentials from the executor Secret, and holds no credential value."""
+    role = "arn:aws:iam::123456789012:role/studio-executor"
+    values = {"providers": {
+        "claudeAuth": "bedrock_web_identity", "geminiAuth": "vertex", "awsRoleArn": role,
+        "env": {"AWS_REGION": "eu-west-1", "GOOGLE_CLOUD_PROJECT": "studio-prod",
+                "GOOGLE_CLOUD_LOCATION": "europe-west4"}}}
+    data = one(render(values), "ConfigMap", "studio")["data"]
+    assert data["STUDIO_CLAUDE_AUTH"] == "bedrock_web_identity"
+    assert data["AWS_REGION"] == "eu-west-1"
+    settings = StudioSettings(**{key.removeprefix("STUDIO_").lower(): value
+                                 for key, value in data.items() if key.startswith("STUDIO_")})
+    job = job_to_dict(build_job("0123456789abcdef", image=settings.kube_image or "",
+                                namespace=NAMESPACE,
+                                settings=job_settings(settings, environment=data)))
+    pod = job["spec"]["template"]["spec"]
+    env = {v["name"]: v.get("value", v.get("valueFrom")) for v in pod["containers"][0]["env"]}
+    assert env["AWS_ROLE_ARN"] == role and env["STUDIO_CLAUDE_AUTH"] == "bedrock_web_identity"
+    assert env["GOOGLE_CLOUD_PROJECT"] == "studio-prod"
+    projected = [v for v in pod["volumes"] if "projected" in v]
+    assert projected[0]["projected"]["sources"][0]["serviceAccountToken"]["audience"] == (
+        "sts.amazonaws.com")
+    [secret_volume] = [v for v in pod["volumes"] if "secret" in v]
+    assert secret_volume["secret"]["secretName"] == data["STUDIO_KUBE_SECRET_NAME"]
+    for kubernetes_version in KUBERNETES_VERSIONS:
+        assert kubernetes_validate.validate(job, kubernetes_version, strict=True)

@@ -32,14 +32,22 @@ def build_engine(
 ) -> ModelClient | SelfDrivingEngine:
     """The adapter for ``request.provider``, built as its profile says (``providers.profiles``).
 
-    SDK clients honour their own base-URL variables.
+    SDK clients honour their own base-URL variables; the provider's auth mode is
+    ``STUDIO_<PROVIDER>_AUTH`` (``providers.cloud_auth``).
     """
     profile = provider_profile(request.provider)
     return profile.build(EngineSpec(
         model=request.model or profile.default_model, workspace=request.workspace,
         run_dir=request.run_dir, transcript_dir=request.transcript_dir, script=request.script,
         codex_mode=request.codex_mode, environ=process_environment(),
+        auth_mode=auth_modes(settings).get(request.provider),
     ))
+
+
+def auth_modes(settings: StudioSettings) -> dict[str, str]:
+    """The auth mode of each provider that has them (``STUDIO_*_AUTH``)."""
+    return {"claude": settings.claude_auth.value, "gemini": settings.gemini_auth.value,
+            "codex": settings.codex_auth.value}
 
 
 def command_limits(settings: StudioSettings) -> CommandLimits:

@@ -33,6 +33,32 @@ class ExecutorKind(StrEnum):
     KUBERNETES = "kubernetes"
 
 
+class ClaudeAuth(StrEnum):
+    """``STUDIO_CLAUDE_AUTH``: how the Claude Code CLI authenticates (docs: providers)."""
+
+    API_KEY = "api_key"
+    BEDROCK = "bedrock"
+    BEDROCK_WEB_IDENTITY = "bedrock_web_identity"
+    ANTHROPIC_AWS = "anthropic_aws"  # Claude Platform on AWS
+    ANTHROPIC_AWS_WEB_IDENTITY = "anthropic_aws_web_identity"
+    VERTEX = "vertex"
+
+
+class GeminiAuth(StrEnum):
+    """``STUDIO_GEMINI_AUTH``: a Gemini API key, or Vertex AI with application default
+    credentials."""
+
+    API_KEY = "api_key"
+    VERTEX = "vertex"
+
+
+class CodexAuth(StrEnum):
+    """``STUDIO_CODEX_AUTH``: an OpenAI API key, or Azure OpenAI."""
+
+    API_KEY = "api_key"
+    AZURE = "azure"
+
+
 class StudioSettings(BaseSettings):
     """``STUDIO_*`` environment variables."""
 
@@ -102,6 +128,12 @@ class StudioSettings(BaseSettings):
     # Seconds each setup command may run before its process tree is killed (the setup fails).
     setup_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
 
+    # How each provider authenticates (services.execution.providers.cloud_auth lists what each
+    # mode reads from the SDKs' own variables).
+    claude_auth: ClaudeAuth = ClaudeAuth.API_KEY
+    gemini_auth: GeminiAuth = GeminiAuth.API_KEY
+    codex_auth: CodexAuth = CodexAuth.API_KEY
+
     # The node executor (services.executors.selection); the kube_* settings below apply to
     # ``kubernetes`` only (the Helm chart's ``executor.*`` values hand them over).
     executor: ExecutorKind = ExecutorKind.LOCAL
@@ -124,6 +156,10 @@ class StudioSettings(BaseSettings):
     kube_active_deadline_seconds: int = Field(default=3600, ge=60)
     kube_ttl_seconds_after_finished: int = Field(default=3600, ge=0)
     kube_sandbox: SandboxMode = SandboxMode.REQUIRED  # STUDIO_SANDBOX inside the executor pod
+    # Web identity modes: the IAM role the executor pod assumes (none: the worker's AWS_ROLE_ARN),
+    # and the lifetime of its projected service-account token.
+    kube_aws_role_arn: str | None = None
+    kube_web_identity_token_seconds: int = Field(default=86400, ge=600, le=86400 * 2)
     # A kubeconfig file; none: in-cluster config in a pod, else the client's default kubeconfig.
     kubeconfig: Path | None = None
 
@@ -214,6 +250,9 @@ PROVIDER_SECRET_VARIABLES: tuple[str, ...] = (
     "AWS_SECRET_ACCESS_KEY",
     "AWS_SESSION_TOKEN",
     "AWS_BEARER_TOKEN_BEDROCK",
+    "ANTHROPIC_AWS_API_KEY",
+    "AZURE_OPENAI_API_KEY",
+    "AZURE_OPENAI_AD_TOKEN",
 )
 
 

@@ -15,6 +15,7 @@ from services.execution.providers.claude_env import (
     session_env,
     write_launcher,
 )
+from services.execution.providers.cloud_auth import auth_mode
 
 PARENT = {
     "ANTHROPIC_API_KEY": "sk-ant-parent",
@@ -34,9 +35,21 @@ def test_only_allowlisted_names_pass_and_the_switches_are_set() -> None:
     env = claude_env_from(PARENT)
     assert {"STUDIO_GITHUB_TOKEN", "OPENAI_API_KEY", "DATABASE_URL", "HOME",
             "CLAUDE_CONFIG_DIR"}.isdisjoint(env)
-    assert env["ANTHROPIC_API_KEY"] == "sk-ant-parent" and env["AWS_REGION"] == "eu-west-1"
+    assert env["ANTHROPIC_API_KEY"] == "sk-ant-parent"
+    # the API key mode (the default) takes no cloud variable, even when the parent has them
+    assert "AWS_REGION" not in env and "CLAUDE_CODE_USE_BEDROCK" not in env
     assert env["CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC"] == "1"
     assert env["DISABLE_AUTOUPDATER"] == "1" and env["DISABLE_TELEMETRY"] == "1"
+
+
+def test_a_cloud_mode_takes_its_own_variables_and_sets_its_switch() -> None:
+    bedrock = claude_env_from(PARENT, auth_mode("claude", "bedrock"))
+    assert bedrock["AWS_REGION"] == "eu-west-1" and bedrock["CLAUDE_CODE_USE_BEDROCK"] == "1"
+    assert "ANTHROPIC_API_KEY" not in bedrock  # another mode's credential stays behind
+    vertex = claude_env_from({**PARENT, "CLOUD_ML_REGION": "europe-west1"},
+                             auth_mode("claude", "vertex"))
+    assert vertex["CLAUDE_CODE_USE_VERTEX"] == "1" and vertex["CLOUD_ML_REGION"] == "europe-west1"
+    assert {"AWS_REGION", "CLAUDE_CODE_USE_BEDROCK", "ANTHROPIC_API_KEY"}.isdisjoint(vertex)
 
 
 def test_session_env_sets_the_run_directories_and_explicit_settings(tmp_path: Path) -> None:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import IO
 
 from services.execution.errors import SubstrateError
+from services.execution.providers.cloud_auth import modes_in
 from services.executors.base import Handle, SubstrateStatus
 from services.settings import TELEMETRY_VARIABLES, TRACE_CONTEXT_VARIABLES
 
@@ -37,7 +38,8 @@ log = logging.getLogger(__name__)
 PR_SET_PDEATHSIG = 1
 DEFAULT_STUDIO_ARGV: tuple[str, ...] = (sys.executable, "-m", "services.cli")
 
-# What ``studio execute`` needs from its parent's environment, and nothing else.
+# What ``studio execute`` needs from its parent's environment, and nothing else; the providers'
+# variables are those of the configured auth modes (:func:`executor_environment`).
 EXECUTOR_ENV_NAMES: tuple[str, ...] = (
     "PATH",
     "HOME",
@@ -45,20 +47,6 @@ EXECUTOR_ENV_NAMES: tuple[str, ...] = (
     "LC_ALL",
     "TMPDIR",
     "TZ",
-    "OPENAI_API_KEY",
-    "OPENAI_BASE_URL",
-    "GEMINI_API_KEY",
-    "GOOGLE_API_KEY",
-    "GOOGLE_GEMINI_BASE_URL",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-    "ANTHROPIC_BASE_URL",
-    "CLAUDE_CODE_USE_BEDROCK",
-    "AWS_REGION",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "AWS_BEARER_TOKEN_BEDROCK",
     *TELEMETRY_VARIABLES,  # where traces go and metrics are written (not the OTLP headers)
     *TRACE_CONTEXT_VARIABLES,  # the span that started the child
 )
@@ -71,14 +59,25 @@ def executor_environment(
     """The allowlisted part of ``source`` (normally ``settings.process_environment()``).
 
     Keeps every ``STUDIO_*`` variable (database URL, GitHub token, secret key, sandbox mode), the
-    provider credentials and base URLs, and the locale; drops everything else.
+    variables of each provider's auth mode as ``source``'s ``STUDIO_*_AUTH`` name it (credentials,
+    base URLs, region, project...; :mod:`services.executors.cloud_env`), and the locale; drops
+    everything else.
     """
-    names = set(EXECUTOR_ENV_NAMES) | set(extra_names)
+    names = set(EXECUTOR_ENV_NAMES) | set(extra_names) | _auth_names(source)
     return {
         name: value
         for name, value in source.items()
         if name in names or name.startswith(EXECUTOR_ENV_PREFIXES)
     }
+
+
+def _auth_names(source: Mapping[str, str]) -> set[str]:
+    """The variables of the auth modes ``source`` configures (their fixed switches excepted: the
+    child's engine sets those itself)."""
+    names: set[str] = set()
+    for mode in modes_in(source).values():
+        names |= mode.names - set(mode.fixed)
+    return names
 
 
 def _die_with_parent(parent_pid: int) -> Callable[[], None]:

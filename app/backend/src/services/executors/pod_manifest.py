@@ -54,6 +54,34 @@ DEFAULT_SECRET_ENV: tuple[SecretEnv, ...] = (
 
 
 @dataclass(frozen=True)
+class SecretFile:
+    """A key of the executor Secret mounted as a read-only file, its path in ``env`` (the Google
+    application default credentials of a Vertex AI mode)."""
+
+    env: str
+    key: str
+    mount_dir: str
+    file_name: str
+
+    @property
+    def path(self) -> str:
+        return f"{self.mount_dir}/{self.file_name}"
+
+
+# Where IRSA puts the token; the AWS SDKs read the path from AWS_WEB_IDENTITY_TOKEN_FILE.
+WEB_IDENTITY_TOKEN_DIR = "/var/run/secrets/eks.amazonaws.com/serviceaccount"
+WEB_IDENTITY_TOKEN_PATH = f"{WEB_IDENTITY_TOKEN_DIR}/token"
+
+
+@dataclass(frozen=True)
+class WebIdentityToken:
+    """A projected service-account token for AWS STS ``AssumeRoleWithWebIdentity``."""
+
+    audience: str = "sts.amazonaws.com"
+    expiration_seconds: int = 86400
+
+
+@dataclass(frozen=True)
 class JobSettings:
     """Deployment knobs of the executor Job (the Helm chart's ``executor.*`` values)."""
 
@@ -89,6 +117,9 @@ class JobSettings:
     node_selector: Mapping[str, str] = field(default_factory=dict)
     # Tolerations as the API spells them (``key``, ``operator``, ``value``, ``effect``, ...).
     tolerations: tuple[Mapping[str, Any], ...] = ()
+    # Cloud auth (services.executors.cloud_env): credential files and a web identity token.
+    secret_files: tuple[SecretFile, ...] = ()
+    web_identity: WebIdentityToken | None = None
 
 
 def job_name(execution_id: str) -> str:
@@ -179,6 +210,7 @@ def _pod_spec(execution_id: str, image: str, settings: JobSettings) -> client.V1
             _empty_dir("workspace", settings.workspace_size_limit),
             _empty_dir("tmp", settings.tmp_size_limit),
             _empty_dir("home", settings.home_size_limit),
+            *_credential_volumes(settings),
         ],
     )
 
@@ -214,6 +246,7 @@ def _container(execution_id: str, image: str, settings: JobSettings) -> client.V
             client.V1VolumeMount(name="workspace", mount_path=WORKSPACE_DIR),
             client.V1VolumeMount(name="tmp", mount_path=TMP_DIR),
             client.V1VolumeMount(name="home", mount_path=HOME_DIR),
+            *_credential_mounts(settings),
         ],
     )
 
@@ -227,7 +260,10 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         "HOME": HOME_DIR,
         "TMPDIR": TMP_DIR,
         **settings.extra_env,
+        **{file.env: file.path for file in settings.secret_files},
     }
+    if settings.web_identity is not None:
+        plain["AWS_WEB_IDENTITY_TOKEN_FILE"] = WEB_IDENTITY_TOKEN_PATH
     variables = [client.V1EnvVar(name=name, value=value) for name, value in plain.items()]
     for secret in settings.secret_env:
         selector = client.V1SecretKeySelector(
@@ -238,6 +274,37 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         source = client.V1EnvVarSource(secret_key_ref=selector)
         variables.append(client.V1EnvVar(name=secret.name, value_from=source))
     return variables
+
+
+def _credential_volumes(settings: JobSettings) -> list[client.V1Volume]:
+    volumes = [
+        client.V1Volume(name=_file_volume(index), secret=client.V1SecretVolumeSource(
+            secret_name=settings.secret_name, default_mode=0o440,
+            items=[client.V1KeyToPath(key=file.key, path=file.file_name)]))
+        for index, file in enumerate(settings.secret_files)
+    ]
+    token = settings.web_identity
+    if token is not None:
+        projection = client.V1ServiceAccountTokenProjection(
+            audience=token.audience, expiration_seconds=token.expiration_seconds, path="token")
+        volumes.append(client.V1Volume(name="aws-web-identity-token", projected=(
+            client.V1ProjectedVolumeSource(default_mode=0o440, sources=[
+                client.V1VolumeProjection(service_account_token=projection)]))))
+    return volumes
+
+
+def _credential_mounts(settings: JobSettings) -> list[client.V1VolumeMount]:
+    mounts = [client.V1VolumeMount(name=_file_volume(index), mount_path=file.mount_dir,
+                                   read_only=True)
+              for index, file in enumerate(settings.secret_files)]
+    if settings.web_identity is not None:
+        mounts.append(client.V1VolumeMount(name="aws-web-identity-token",
+                                           mount_path=WEB_IDENTITY_TOKEN_DIR, read_only=True))
+    return mounts
+
+
+def _file_volume(index: int) -> str:
+    return f"credentials-{index}"
 
 
 def _check_extra_env(settings: JobSettings) -> None:

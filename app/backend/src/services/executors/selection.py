@@ -24,6 +24,7 @@ from kubernetes.config.config_exception import ConfigException
 
 from services.execution.errors import ConfigError
 from services.executors.base import Substrate
+from services.executors.cloud_env import pod_auth
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.local import LocalSubstrate, executor_environment
 from services.executors.pod_manifest import DEFAULT_SECRET_ENV, JobSettings
@@ -40,7 +41,8 @@ IN_CLUSTER_NAMESPACE_FILE = Path("/var/run/secrets/kubernetes.io/serviceaccount/
 # values in the Job (secrets travel only by secretKeyRef).
 FORWARDED_SETTINGS: tuple[str, ...] = (
     "env", "log_level", "github_api_url", "github_git_origins", "repo_allowed_hosts",
-    "git_author_name", "git_author_email", "model_prices")
+    "git_author_name", "git_author_email", "model_prices", "claude_auth", "gemini_auth",
+    "codex_auth")
 # the setup phase runs in the executor's process (services.runs.setup_phase)
 FORWARDED_SETTINGS += ("setup_allowlist", "setup_timeout_s")
 GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
@@ -75,11 +77,16 @@ def job_settings(settings: StudioSettings, *, github_token: bool = True,
     ``github_token=False`` leaves ``STUDIO_GITHUB_TOKEN`` out of the pod: an execution whose
     repository is not on one of the GitHub integration's git origins never gets the token.
     """
+    auth = pod_auth(settings, environment or {})
     secret_env = tuple(secret for secret in DEFAULT_SECRET_ENV
-                       if github_token or secret.name != GITHUB_TOKEN_VARIABLE)
+                       if secret.name.startswith("STUDIO_")
+                       and (github_token or secret.name != GITHUB_TOKEN_VARIABLE))
     return JobSettings(
-        secret_env=secret_env,
-        extra_env={**forwarded_environment(settings), **trace_environment(environment or {})},
+        secret_env=(*secret_env, *auth.secret_env),
+        secret_files=auth.secret_files,
+        web_identity=auth.web_identity,
+        extra_env={**forwarded_environment(settings), **trace_environment(environment or {}),
+                   **auth.plain},
         service_account_name=settings.kube_service_account,
         secret_name=settings.kube_secret_name,
         sandbox_mode=settings.kube_sandbox.value,

@@ -32,6 +32,7 @@ from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
 from services.execution.pricing import PriceTable
 from services.execution.providers.claude_env import bundled_cli_path
+from services.execution.providers.cloud_auth import auth_mode
 from services.execution.providers.profiles import DEFAULT_MODELS
 from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
@@ -45,7 +46,8 @@ LEGACY_RUNTIME = "legacy"
 
 
 def _claude(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
-    return ClaudeCodeCli(settings.legacy_claude_cli or bundled_cli_path(), environ)
+    return ClaudeCodeCli(settings.legacy_claude_cli or bundled_cli_path(), environ,
+                         auth_mode("claude", settings.claude_auth.value))
 
 
 def npm_cli_dir(settings: StudioSettings) -> Path:

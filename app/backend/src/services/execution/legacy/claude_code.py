@@ -40,6 +40,7 @@ from services.execution.legacy.cli import (
 from services.execution.legacy.netlimit import endpoint_ports
 from services.execution.messages import Usage, UsageSemantic
 from services.execution.providers.claude_env import DEFAULT_PATH, claude_env_from
+from services.execution.providers.cloud_auth import AuthMode
 
 TOOLS = "Bash,Read,Edit,Write,Glob,Grep"
 RESULT_INSTRUCTIONS = (
@@ -58,9 +59,11 @@ class ClaudeCodeCli:
     name = "claude-code"
     provider = "claude"
 
-    def __init__(self, executable: Path, environ: Mapping[str, str]) -> None:
+    def __init__(self, executable: Path, environ: Mapping[str, str],
+                 auth_mode: AuthMode | None = None) -> None:
         self.executable = executable
         self.environ = dict(environ)
+        self.auth_mode = auth_mode  # STUDIO_CLAUDE_AUTH (None: the API key)
 
     def home_files(self, request: CliRequest) -> dict[str, str]:
         return {}
@@ -85,7 +88,7 @@ class ClaudeCodeCli:
         ]
 
     def env(self, request: CliRequest) -> dict[str, str]:
-        env = claude_env_from(self.environ)
+        env = claude_env_from(self.environ, self.auth_mode)
         env.setdefault("PATH", DEFAULT_PATH)
         env["HOME"] = str(request.home)
         env["CLAUDE_CONFIG_DIR"] = str(request.home / ".claude")

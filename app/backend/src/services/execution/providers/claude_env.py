@@ -21,27 +21,12 @@ import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-#: Names taken from the composition root's environment (auth, endpoints, proxies, TLS trust).
-ALLOWED_ENV: frozenset[str] = frozenset(
+from services.execution.providers import cloud_auth
+
+#: Names taken from the composition root's environment whatever the auth mode: proxies, TLS
+#: trust, process basics. The auth mode's own variables (:mod:`.cloud_auth`) are added to these.
+BASE_ENV: frozenset[str] = frozenset(
     {
-        # Anthropic API
-        "ANTHROPIC_API_KEY",
-        "ANTHROPIC_AUTH_TOKEN",
-        "ANTHROPIC_BASE_URL",
-        "ANTHROPIC_CUSTOM_HEADERS",
-        # Amazon Bedrock / Claude Platform on AWS
-        "CLAUDE_CODE_USE_BEDROCK",
-        "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
-        "ANTHROPIC_BEDROCK_BASE_URL",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "AWS_PROFILE",
-        "AWS_CONFIG_FILE",
-        "AWS_SHARED_CREDENTIALS_FILE",
-        "AWS_BEARER_TOKEN_BEDROCK",
         # network plumbing
         "HTTPS_PROXY",
         "HTTP_PROXY",
@@ -59,6 +44,10 @@ ALLOWED_ENV: frozenset[str] = frozenset(
         "TZ",
     }
 )
+
+#: Every name the CLI may be given, over all auth modes.
+ALLOWED_ENV: frozenset[str] = BASE_ENV | frozenset(
+    name for mode in cloud_auth.MODES["claude"].values() for name in mode.names)
 
 #: Set on every run, whatever the composition root passed.
 FIXED_ENV: Mapping[str, str] = {
@@ -103,9 +92,13 @@ os.execve(REAL, [REAL, *sys.argv[1:]], {{k: v for k, v in os.environ.items() if 
 """
 
 
-def claude_env_from(environ: Mapping[str, str]) -> dict[str, str]:
-    """The allowlisted part of ``environ`` plus the fixed switches (no config dir yet)."""
-    env = {k: v for k, v in environ.items() if k in ALLOWED_ENV}
+def claude_env_from(
+    environ: Mapping[str, str], mode: cloud_auth.AuthMode | None = None
+) -> dict[str, str]:
+    """The base allowlist and the variables of the auth ``mode`` (default: the API key) found in
+    ``environ``, plus the fixed switches (no config dir yet)."""
+    env = {k: v for k, v in environ.items() if k in BASE_ENV}
+    env.update(cloud_auth.mode_environment(mode or cloud_auth.auth_mode("claude", None), environ))
     env.update(FIXED_ENV)
     return env
 
@@ -129,8 +122,12 @@ def session_env(
     base_url: str | None,
     max_retries: int,
 ) -> dict[str, str]:
-    """The full environment of one CLI run: allowlist, fixed switches, per-run directories."""
-    env = claude_env_from(base)
+    """The full environment of one CLI run: allowlist, fixed switches, per-run directories.
+
+    ``base`` was chosen for the run's auth mode by :func:`claude_env_from`; here it is only
+    held to the names some mode may use."""
+    env = {k: v for k, v in base.items() if k in ALLOWED_ENV}
+    env.update(FIXED_ENV)
     if api_key is not None:
         env["ANTHROPIC_API_KEY"] = api_key
     if base_url is not None:

@@ -23,6 +23,7 @@ from google.genai import types as genai_types
 from services.execution.errors import ConfigError, ProviderError
 from services.execution.messages import ModelRequest, ModelResponse, ToolSchema
 from services.execution.providers import failures, gemini_wire
+from services.execution.providers.cloud_clients import VertexTarget
 from services.execution.providers.common import KeyedCache, WireCache
 
 PROVIDER = "gemini"
@@ -43,8 +44,12 @@ class GeminiClient:
         max_output_tokens: int | None = None,
         thinking_budget: int | None = None,
         client: genai.Client | None = None,
+        vertex: VertexTarget | None = None,
     ) -> None:
         self.model = model.removeprefix("models/")
+        # Vertex AI names a model under its publisher (the SDK adds projects/.../locations/...).
+        self._model_path = f"publishers/google/models/{self.model}" if vertex else (
+            f"models/{self.model}")
         self._api_key = api_key
         self._generation: dict[str, Any] = {}
         if max_output_tokens is not None:
@@ -52,7 +57,8 @@ class GeminiClient:
         if thinking_budget is not None:
             self._generation["thinkingConfig"] = {"thinkingBudget": thinking_budget}
         options = genai_types.HttpOptions(
-            base_url=base_url or None,  # None: the SDK reads GOOGLE_GEMINI_BASE_URL
+            # None: the SDK reads GOOGLE_GEMINI_BASE_URL (GOOGLE_VERTEX_BASE_URL on Vertex AI)
+            base_url=base_url or (vertex.base_url if vertex else None),
             timeout=int(timeout_s * 1000),
             retry_options=genai_types.HttpRetryOptions(attempts=1),
             # An explicit httpx2 transport: without it the SDK switches to aiohttp whenever
@@ -61,6 +67,10 @@ class GeminiClient:
             async_client_args={"transport": httpx2.AsyncHTTPTransport()},
         )
         try:
+            if client is None and vertex is not None:
+                client = genai.Client(vertexai=True, project=vertex.project,
+                                      location=vertex.location, credentials=vertex.credentials,
+                                      http_options=options)
             self._client = client or genai.Client(api_key=api_key, http_options=options)
         except ValueError as exc:  # no key found, conflicting options
             raise ConfigError(f"gemini: cannot build the client: {exc}") from exc
@@ -106,7 +116,7 @@ class GeminiClient:
         return self._tools.get(tools)
 
     async def _post(self, body: dict[str, Any]) -> dict[str, Any]:
-        path = f"models/{self.model}:generateContent"
+        path = f"{self._model_path}:generateContent"
         api = self._client.aio._api_client
         try:
             response = await api.async_request("post", path, body, None)

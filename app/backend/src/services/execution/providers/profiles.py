@@ -28,6 +28,7 @@ from typing import Any
 
 from services.execution.errors import ConfigError
 from services.execution.ports import ModelClient, SelfDrivingEngine
+from services.execution.providers.cloud_auth import API_KEY, AuthMode, auth_mode, check_mode
 from services.execution.providers.schema_profiles import (
     Schema,
     anthropic,
@@ -159,6 +160,8 @@ class EngineSpec:
     script: Path | dict[str, object] | None = None  # replay only
     codex_mode: str = "responses"  # codex only: "responses" or "chat"
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
+    # The provider's auth mode (STUDIO_<PROVIDER>_AUTH; :mod:`.cloud_auth`); None: the API key.
+    auth_mode: str | None = None
 
 
 @dataclass(frozen=True)
@@ -173,15 +176,36 @@ class ProviderProfile:
     needs_script: bool = False
 
 
+def _cloud_mode(provider: str, spec: EngineSpec) -> AuthMode:
+    """The provider's auth mode, its values checked (the API key mode is the SDK's own business:
+    it reads its variables itself)."""
+    mode = auth_mode(provider, spec.auth_mode)
+    if mode.name != API_KEY:
+        check_mode(mode, spec.environ)
+    return mode
+
+
 def _build_codex(spec: EngineSpec) -> Engine:
     from services.execution.providers.codex import CodexClient
 
-    return CodexClient(model=spec.model, mode="chat" if spec.codex_mode == "chat" else "responses")
+    mode = _cloud_mode("codex", spec)
+    client = None
+    if mode.name == "azure":
+        from services.execution.providers.cloud_clients import azure_openai_client
+
+        client = azure_openai_client(spec.environ, deployment=spec.model)
+    return CodexClient(model=spec.model, mode="chat" if spec.codex_mode == "chat" else "responses",
+                       client=client)
 
 
 def _build_gemini(spec: EngineSpec) -> Engine:
     from services.execution.providers.gemini import GeminiClient
 
+    mode = _cloud_mode("gemini", spec)
+    if mode.name == "vertex":
+        from services.execution.providers.cloud_clients import vertex_target
+
+        return GeminiClient(model=spec.model, vertex=vertex_target(spec.environ))
     return GeminiClient(model=spec.model)
 
 
@@ -189,8 +213,9 @@ def _build_claude(spec: EngineSpec) -> Engine:
     from services.execution.providers.claude import ClaudeConfig, ClaudeEngine
     from services.execution.providers.claude_env import claude_env_from
 
+    mode = _cloud_mode("claude", spec)
     return ClaudeEngine(ClaudeConfig(
-        model=spec.model, workspace=spec.workspace, env=claude_env_from(spec.environ),
+        model=spec.model, workspace=spec.workspace, env=claude_env_from(spec.environ, mode),
         transcript_dir=spec.transcript_dir or spec.run_dir / "claude-transcript",
         scratch_dir=spec.run_dir,
     ))
