@@ -71,3 +71,25 @@ def test_an_agent_node_dispatched_while_engaged_waits_and_runs_on_release(
         db: Database, settings: StudioSettings, ws: Path) -> None:
     _hold_then_release(db, settings, ws, node("fix", "agent", **agent(
         "say done", final("success", "done"))))
+
+
+def test_a_held_node_of_a_run_cancelled_meanwhile_is_not_left_queued(
+        db: Database, settings: StudioSettings, ws: Path) -> None:
+    sent: list[tuple[str, str]] = []
+    service = FlowchartRunService(db, settings, dispatch=lambda r, n: sent.append((r, n)))
+    switch = SettingsRepository(db)
+    switch.set("killswitch_engaged", True)
+    try:
+        run_id = service.start(create(db, _graph(node("say", "command", command="true"))),
+                               workspace=str(ws))
+        service.run_node(run_id, "say")
+        execution_id = service.get(run_id)["nodes"]["say"]["execution_id"]
+        assert service.cancel(run_id)["status"] == "cancelled"
+    finally:
+        switch.set("killswitch_engaged", False)
+    assert execution_id in redispatch_paused(db, lambda _id: None,
+                                             lambda r, n: sent.append((r, n)))
+    service.run_node(run_id, "say")  # the node task sent on release: the run has ended
+    row = ExecutionRepository(db).get(execution_id)
+    assert row is not None and (row.status, row.error_code) == ("cancelled", "cancelled")
+    assert execution_id not in redispatch_paused(db, lambda _id: None, lambda r, n: None)

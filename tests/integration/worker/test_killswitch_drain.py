@@ -213,3 +213,60 @@ def _assert_resumed_once(chaos: Chaos, db: Database, execution_id: str,
         "workspace_read_file": 1, "command_run": 2, "workspace_edit_file": 1})
     waits = [d for _, k, d in journal if k == "tool_call" and MARKER in json.dumps(d)]
     assert len(waits) == 1
+
+
+def _run_of(client: Any, run_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = client.get(f"/api/flowchart-runs/{run_id}").json()
+    return found
+
+
+def test_a_flowchart_node_paused_mid_run_continues_after_release(
+        tmp_path: Path, redis_broker: Broker) -> None:
+    """The agent node (a repository one) is paused mid-run: the node stays running and the run
+    is not failed; released, the node task is sent again, its execution resumes, the next node
+    runs and the run succeeds, with one push and one pull request."""
+    graph = {"nodes": [
+        {"id": "start", "type": "start", "config": {}},
+        {"id": "fix", "type": "agent", "config": {
+            "provider": "replay", "prompt": "Fix add()", "repo_url": "REPO",
+            "replay_script": PAUSED_SCRIPT}},
+        {"id": "after", "type": "command", "config": {"command": "echo after"}},
+        {"id": "end", "type": "end", "config": {}}],
+        "edges": [{"id": "e0", "source": "start", "target": "fix"},
+                  {"id": "e1", "source": "fix", "target": "after"},
+                  {"id": "e2", "source": "after", "target": "end"}]}
+    with chaos_world(tmp_path, redis_broker) as chaos:
+        chaos.set(**RUNTIME)
+        chaos.start_worker()
+        graph["nodes"][1]["config"]["repo_url"] = chaos.world.url  # type: ignore[index]
+        db = chaos.database()
+        try:
+            with api_process(chaos.env(), chaos.world.url) as api, \
+                    api.client(api.admin) as client:
+                made = client.post("/api/flowcharts", json={"name": "fix", "graph": graph})
+                assert made.status_code == 201, made.text
+                started = client.post(f"/api/flowcharts/{made.json()['id']}/runs", json={})
+                assert started.status_code == 202, started.text
+                run_id = started.json()["id"]
+                wait_for("the node's waiting command", lambda: processes_running(MARKER), 240,
+                         chaos.logs)
+                assert client.put("/api/killswitch", json={"engaged": True}).status_code == 200
+                execution_id = _run_of(client, run_id)["nodes"]["fix"]["execution_id"]
+                (Path(_row(db, execution_id).workspace or "") / FLAG).touch()
+                wait_for("the node's execution to pause", lambda: _paused(db, execution_id),
+                         240, chaos.logs)
+                wait_for("its process to end", lambda: not executor_processes([execution_id])
+                         and not processes_running(MARKER), 120, chaos.logs)
+                held = _run_of(client, run_id)
+                assert held["status"] == "running", held
+                assert held["nodes"]["fix"]["state"] == "running"
+                assert held["nodes"]["after"]["state"] in ("", "pending", None)
+                assert client.put("/api/killswitch", json={"engaged": False}).status_code == 200
+                done = wait_for("the run to end", lambda: (run := _run_of(client, run_id))[
+                    "status"] != "running" and run, 300, chaos.logs)
+            assert done["status"] == "succeeded", (done, chaos.logs())
+            assert done["nodes"]["after"]["state"] == "succeeded"
+            row = _assert_finished_once(chaos, db, execution_id)
+            assert row.lease_epoch == 2
+        finally:
+            db.dispose()

@@ -137,6 +137,7 @@ class FlowchartRunService:
         """The body of ``studio.run_flowchart_node``: run one work node, then advance the run."""
         job, execution_id = self._job(run_id, node_id)
         if job is None:
+            self._drop_held(run_id, node_id)
             return
         try:
             outcome = self._run_work(job, execution_id)
@@ -301,6 +302,19 @@ class FlowchartRunService:
         if self._held(execution_id):
             return None
         return runner.run_command(job, execution_id, args)
+
+    def _drop_held(self, run_id: str, node_id: str) -> None:
+        """The node will not run (its run ended while the kill switch held it): its paused
+        execution is cancelled, or nothing would ever end it."""
+        with self.db.session() as session:
+            row = session.get(FlowchartRunNode, (run_id, node_id))
+            execution_id = row.execution_id if row is not None else None
+        execution = self.executions.get(execution_id) if execution_id else None
+        if execution is not None and execution.status == "queued" and execution.paused_reason:
+            self.executions.finish(execution.id, status="cancelled", outcome="cancelled",
+                                   error_code="cancelled",
+                                   error_message=f"node {node_id!r}: the run ended while the "
+                                                 "kill switch held the node")
 
     def _held(self, execution_id: str) -> bool:
         """While the kill switch is engaged a node's queued execution does not start: it is

@@ -386,8 +386,8 @@ class DurableRun:
         """The kill switch stopped this attempt before a model or tool call: back to
         ``queued``, marked paused, the lease given up; the journal, the tool-call records and
         the last checkpoint stay for the attempt that resumes it once the switch is released."""
-        PauseStore(self.db).pause(self.id, self.lease.epoch)
         self.lease.lost.set()  # the lease is given up: nothing more is written under it
+        PauseStore(self.db).pause(self.id, self.lease.epoch)
         record.attempt_ended(self.provider, Outcome.KILLSWITCH_ENGAGED.value,
                              ExecutionStatus.QUEUED.value, time.monotonic() - self.started)
         log.info("execution %s paused by the kill switch (queued until it is released)",

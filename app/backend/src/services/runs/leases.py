@@ -148,7 +148,9 @@ class Heartbeat:
                 log.warning("lease heartbeat of %s failed; retrying", lease.execution_id)
                 continue
             if not held:  # taken over: the loop stops at its next check (StaleLease)
-                log.warning("lease of %s (epoch %d) was lost", lease.execution_id, lease.epoch)
+                if not lease.lost.is_set():  # else given up on purpose (a kill switch pause)
+                    log.warning("lease of %s (epoch %d) was lost", lease.execution_id,
+                                lease.epoch)
                 lease.lost.set()
                 return
             lease.renewed_at = started
