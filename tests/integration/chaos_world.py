@@ -430,6 +430,8 @@ class Scenario:
             while time.monotonic() < min(due, until):
                 between()
                 time.sleep(0.5)
+            if time.monotonic() >= until:
+                return
             if not pending:
                 pending = self.rng.sample(FAULTS, len(FAULTS))
             if self.inject(pending[0]):

@@ -162,6 +162,16 @@ def test_an_expired_execution_is_sent_again_once_per_bound_not_once_per_pass(
     time.sleep(0.4)
     assert reap_expired(db, sent.append) == [expired]  # the bound passed: its message is lost?
     assert sent == [expired, expired]
+    # A worker that dies soon after its execution was sent: the expiry is answered at once,
+    # however recent that send (the bound is between the reapers' own sends).
+    SettingsRepository(db).set("queued_timeout_s", 600)
+    recent = new_execution(db)
+    store.mark_dispatched(recent)
+    time.sleep(0.01)
+    assert store.claim(recent, "short-lived-worker", ttl_s=0.0) == 1
+    time.sleep(0.01)
+    assert reap_expired(db, sent.append) == [recent]
+    assert reap_expired(db, sent.append) == []
 
 
 def test_a_holder_that_cannot_renew_stops_itself_before_its_lease_expires(

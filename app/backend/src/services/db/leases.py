@@ -99,16 +99,18 @@ class LeaseStore:
             return list(session.scalars(query))
 
     def expired_to_resend(self, resend_after_s: float, *, limit: int = 100) -> list[str]:
-        """The :meth:`expired` executions not dispatched within the last ``resend_after_s``,
-        each stamped dispatched in the same statement: while an expired execution waits for a
-        free worker slot, the reapers send it once per ``resend_after_s`` instead of once per
-        pass each (a queue flooded with redundant messages, found by the chaos soak)."""
+        """The :meth:`expired` executions not sent since their lease expired, or last sent
+        over ``resend_after_s`` ago; each is stamped dispatched in the same statement. So an
+        expiry is answered at once, by one reaper, and while the execution waits for a free
+        worker slot it is sent again once per ``resend_after_s``, not once per pass of every
+        reaper (a queue flooded with redundant messages, found by the chaos soak)."""
         now = utcnow()
         due = (select(NodeExecution.id)
                .where(NodeExecution.status.in_(sorted(ACTIVE_STATUSES)),
                       NodeExecution.lease_expires_at.is_not(None),
                       NodeExecution.lease_expires_at < now,
                       or_(NodeExecution.dispatched_at.is_(None),
+                          NodeExecution.dispatched_at < NodeExecution.lease_expires_at,
                           NodeExecution.dispatched_at < now - timedelta(seconds=resend_after_s)))
                .order_by(NodeExecution.lease_expires_at).limit(limit))
         statement = (update(NodeExecution)
