@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import Select
@@ -428,9 +429,25 @@ def gated_script(name: str) -> dict[str, Any]:
     ]}
 
 
-def _approval(driver: WebDriver) -> Any:
-    found = driver.find_elements(By.CSS_SELECTOR, "#approvals-list .approval")
-    return found[0] if len(found) == 1 else None
+def _approval(driver: WebDriver, status: str) -> str | None:
+    """The text of the one approval when it has ``status`` (read at once: the panel may be
+    drawn again between two reads)."""
+    try:
+        found = driver.find_elements(By.CSS_SELECTOR, "#approvals-list .approval")
+        if len(found) == 1 and found[0].get_attribute("data-status") == status:
+            return str(found[0].text) or None
+    except StaleElementReferenceException:
+        return None
+    return None
+
+
+def _act(driver: WebDriver, selector: str, action: Any) -> bool:
+    """Do ``action`` on the element found by ``selector`` in the pending approval."""
+    try:
+        action(driver.find_element(By.CSS_SELECTOR, "#approvals-list .approval " + selector))
+        return True
+    except (StaleElementReferenceException, NoSuchElementException):
+        return False
 
 
 def test_pending_approvals_are_decided_from_the_run_page(
@@ -441,19 +458,16 @@ def test_pending_approvals_are_decided_from_the_run_page(
     login(browser, studio.url, studio.token("pages-reviewer", ["read", "run"]),
           f"#/runs/{denied}")
     wait(browser).until(lambda d: text(d, "run-status") == "awaiting_approval")
-    pending = wait(browser).until(lambda d: _approval(d) and
-                                  _approval(d).get_attribute("data-status") == "pending"
-                                  and _approval(d))
+    pending = wait(browser).until(lambda d: _approval(d, "pending"))
     # the call, its arguments (JSON, so quotes are escaped) as text
-    assert "command.run" in pending.text and "<script>window.__studio_xss" in pending.text
+    assert "command.run" in pending and "<script>window.__studio_xss" in pending
     _checked(browser, "run-page-pending-approval")
-    pending.find_element(By.CLASS_NAME, "approval-reason").send_keys(HOSTILE)
-    pending.find_element(By.CLASS_NAME, "deny").click()
+    wait(browser).until(lambda d: _act(d, ".approval-reason", lambda e: e.send_keys(HOSTILE)))
+    time.sleep(2.5)  # a refresh of the run (every 2 s) keeps what was typed
+    wait(browser).until(lambda d: _act(d, ".deny", lambda e: e.click()))
     wait(browser).until(lambda d: text(d, "run-status") == "succeeded")
-    decided = wait(browser).until(lambda d: _approval(d) and
-                                  _approval(d).get_attribute("data-status") == "denied"
-                                  and _approval(d))
-    assert "denied by pages-reviewer" in decided.text and HOSTILE in decided.text
+    decided = wait(browser).until(lambda d: _approval(d, "denied"))
+    assert "denied by pages-reviewer" in decided and HOSTILE in decided
     assert f"by pages-reviewer: {HOSTILE}" in text(browser, "conversation")
     assert "error permission_denied" in [o for _, o in _calls(browser)]
     assert nothing_injected_ran(browser)
@@ -461,10 +475,8 @@ def test_pending_approvals_are_decided_from_the_run_page(
 
     approved = create(studio, gated_script("approved"), approval_policy=policy)
     go(browser, studio.url, f"#/runs/{approved}")
-    pending = wait(browser).until(lambda d: _approval(d) and
-                                  _approval(d).get_attribute("data-status") == "pending"
-                                  and _approval(d))
-    pending.find_element(By.CLASS_NAME, "approve").click()
+    wait(browser).until(lambda d: _approval(d, "pending"))
+    wait(browser).until(lambda d: _act(d, ".approve", lambda e: e.click()))
     wait(browser).until(lambda d: text(d, "run-status") == "succeeded")
     assert _calls(browser) == [("command.run", "exit 0")]
     with studio.client(studio.admin) as client:

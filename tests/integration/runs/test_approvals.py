@@ -18,6 +18,7 @@ from sqlalchemy import update
 from services.db.approvals import ApprovalRepository
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
+from services.db.leases import LeaseStore
 from services.db.models import ToolApproval
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
@@ -107,6 +108,9 @@ def test_a_required_call_waits_then_runs_or_is_denied_without_asking_the_model_a
                               reason="<b>looked at it</b>", dispatch=dispatched.append)
     assert decided.changed and decided.resume and dispatched == [execution_id]
     assert ExecutionRepository(db).get(execution_id).status == "queued"  # type: ignore[union-attr]
+    # should the dispatch be lost, the reaper sends it again (queued, no lease holder)
+    LeaseStore(db).mark_dispatched(execution_id)
+    assert execution_id in LeaseStore(db).unclaimed(older_than_s=0)
 
     outcome = execute_execution(execution_id, settings=settings, db=db)
     assert outcome.status == "succeeded", outcome

@@ -157,7 +157,7 @@ def test_approval_gates_over_http_with_real_workers(
             denied_id = _denied_run(api, world, server, env, workers)
             _hostile_decisions(api, denied_id)
             _approved_run_survives_a_killed_worker(api, world, server, env, tmp_path,
-                                                   workers)
+                                                   workers, denied_id)
             workers[-1].stop()
             timed_env = {**env, "STUDIO_APPROVAL_TIMEOUT_S": "2"}
             workers.append(start_worker(timed_env, tmp_path / "worker-c.log",
@@ -222,17 +222,19 @@ def _hostile_decisions(api: ApiServer, execution_id: str) -> None:
 
 def _approved_run_survives_a_killed_worker(api: ApiServer, world: RepoWorld,
                                            server: ScriptedModelServer, env: dict[str, str],
-                                           tmp_path: Path,
-                                           workers: list[WorkerProcess]) -> None:
+                                           tmp_path: Path, workers: list[WorkerProcess],
+                                           other_execution: str) -> None:
     execution_id = _create(api, "Mark it approved")
     approval = _waiting(api, world, execution_id, workers)
+    foreign = _decide(api, other_execution, approval["id"], {"decision": "approve"})
+    assert (foreign.status_code, foreign.json()["error"]["code"]) == (404,
+                                                                      "approval_not_found")
     workers[-1].kill()  # SIGKILL while the approval is pending
     with api.client(api.admin) as client:
         first = client.get("/api/executions?status=awaiting_approval").json()["executions"]
         assert [e["id"] for e in first if e["id"] == execution_id] == [execution_id]
-        # another execution's approval id is not this one's
-        foreign = client.get(f"/api/executions/{execution_id}/approvals").json()
-    assert foreign["approvals"][0]["id"] == approval["id"]
+        listed = client.get(f"/api/executions/{execution_id}/approvals").json()
+    assert [a["status"] for a in listed["approvals"]] == ["pending"]  # still, after the kill
     workers.append(start_worker(env, tmp_path / "worker-b.log", "--concurrency", "1"))
     response = _decide(api, execution_id, approval["id"], {"decision": "approve"})
     assert response.status_code == 200 and response.json()["resumed"] is True, response.text

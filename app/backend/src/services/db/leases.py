@@ -127,14 +127,15 @@ class LeaseStore:
                             .values(dispatched_at=utcnow()))
 
     def unclaimed(self, older_than_s: float, *, limit: int = 100) -> list[str]:
-        """Executions dispatched more than ``older_than_s`` ago and still queued, never claimed
-        (their message was lost with the worker that took it). Each is stamped dispatched again
+        """Executions dispatched more than ``older_than_s`` ago and still queued, unclaimed since
+        (their message was lost with the worker that took it; queued again after an approval
+        counts too: no lease holder). Each is stamped dispatched again
         in the same statement, so the next pass (or another reaper) leaves it alone until the
         bound has passed once more."""
         now = utcnow()
         due = (select(NodeExecution.id)
                .where(NodeExecution.status == ExecutionStatus.QUEUED,
-                      NodeExecution.lease_epoch == 0,
+                      NodeExecution.lease_owner.is_(None),
                       NodeExecution.paused_reason.is_(None),  # held: see db.pauses
                       NodeExecution.dispatched_at.is_not(None),
                       NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
@@ -142,7 +143,7 @@ class LeaseStore:
         statement = (update(NodeExecution)
                      .where(NodeExecution.id.in_(due.scalar_subquery()),
                             NodeExecution.status == ExecutionStatus.QUEUED,
-                            NodeExecution.lease_epoch == 0)
+                            NodeExecution.lease_owner.is_(None))
                      .values(dispatched_at=now).returning(NodeExecution.id))
         with self.db.session() as session:
             return sorted(session.scalars(statement))

@@ -16,6 +16,7 @@
       this.section = el("section", { id: "approvals", "aria-labelledby": "approvals-title" },
                         el("h2", { id: "approvals-title" }, "Approvals"), this.list);
       this.busy = false;
+      this.seen = "";
     }
 
     path(suffix) {
@@ -36,7 +37,10 @@
     }
 
     render(approvals) {
-      if (!approvals.length) return;
+      // drawn again only when something changed: a reason being typed is kept
+      const seen = JSON.stringify(approvals);
+      if (!approvals.length || seen === this.seen) return;
+      this.seen = seen;
       this.list.replaceChildren(...approvals.map((approval) => this.item(approval)));
     }
 
