@@ -174,6 +174,22 @@ def test_an_expired_execution_is_sent_again_once_per_bound_not_once_per_pass(
     assert reap_expired(db, sent.append) == []
 
 
+def test_an_active_execution_whose_lease_was_released_is_sent_again(db: Database) -> None:
+    """Issue 16 (the chaos soak): ``studio execute`` lost its database session mid-write and
+    stopped, releasing its lease; the row stayed ``running`` with no lease, which no reaper
+    looked at, so the execution never ended."""
+    from services.runs.reaper import reap_expired
+
+    store = LeaseStore(db)
+    execution_id = new_execution(db)
+    assert store.claim(execution_id, "a", ttl_s=60) == 1
+    store.guarded_update(execution_id, 1, {"status": "running"})
+    store.release(execution_id, "a", 1)
+    sent: list[str] = []
+    assert reap_expired(db, sent.append) == [execution_id]
+    assert store.claim(execution_id, "b", ttl_s=60) == 2  # and the next attempt takes it
+
+
 def test_a_holder_that_cannot_renew_stops_itself_before_its_lease_expires(
         postgres_db: Database) -> None:
     """The database stops answering the heartbeat (the row is locked elsewhere, as a hung or

@@ -105,17 +105,20 @@ class LeaseStore:
         worker slot it is sent again once per ``resend_after_s``, not once per pass of every
         reaper (a queue flooded with redundant messages, found by the chaos soak)."""
         now = utcnow()
+        # An active execution with no lease at all was released by a process that stopped
+        # without finishing it (its database session cut mid-write, found by the chaos soak):
+        # it counts as expired, or nothing would ever send it again.
+        abandoned = NodeExecution.lease_expires_at.is_(None) & NodeExecution.lease_owner.is_(None)
         due = (select(NodeExecution.id)
                .where(NodeExecution.status.in_(sorted(ACTIVE_STATUSES)),
-                      NodeExecution.lease_expires_at.is_not(None),
-                      NodeExecution.lease_expires_at < now,
+                      or_(abandoned, NodeExecution.lease_expires_at < now),
                       or_(NodeExecution.dispatched_at.is_(None),
                           NodeExecution.dispatched_at < NodeExecution.lease_expires_at,
                           NodeExecution.dispatched_at < now - timedelta(seconds=resend_after_s)))
                .order_by(NodeExecution.lease_expires_at).limit(limit))
         statement = (update(NodeExecution)
                      .where(NodeExecution.id.in_(due.scalar_subquery()),
-                            NodeExecution.lease_expires_at < now)
+                            or_(abandoned, NodeExecution.lease_expires_at < now))
                      .values(dispatched_at=now).returning(NodeExecution.id))
         with self.db.session() as session:
             return sorted(session.scalars(statement))
