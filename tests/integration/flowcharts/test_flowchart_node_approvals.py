@@ -99,6 +99,12 @@ def _waiting(db: Database, service: FlowchartRunService, run_id: str) -> tuple[s
     assert row.lease_owner is None and row.flowchart_run_id == run_id
     (approval,) = ApprovalRepository(db).of_execution(execution_id)
     assert approval["status"] == "pending" and approval["args"]["argv"] == MARK
+    # a task delivered again while it waits leaves it waiting (no new attempt)
+    epoch = ExecutionRepository(db).get(execution_id).lease_epoch  # type: ignore[union-attr]
+    service.run_node(run_id, "fix")
+    again = ExecutionRepository(db).get(execution_id)
+    assert again is not None and (again.status, again.lease_epoch) == ("awaiting_approval", epoch)
+    assert len(ApprovalRepository(db).of_execution(execution_id)) == 1
     # the node's runner ending now (its child process, say) does not fail the waiting node
     service.fail_unfinished(run_id, "fix", "its child ended")
     assert service.get(run_id)["nodes"]["fix"]["state"] == "running"

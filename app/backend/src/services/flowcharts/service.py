@@ -35,7 +35,7 @@ from services.db.mcp_servers import McpServerRepository
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.session import Database, Session
-from services.db.status import FINAL_STATUSES
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode, StudioError
 from services.flowcharts.graph import (
     FINISHED_STATES,
@@ -297,6 +297,8 @@ class FlowchartRunService:
                 config = AgentConfig.model_validate(job.node.config)
                 return agent_outcome(job.node.id, row,
                                      continue_on_failure=config.continue_on_failure)
+            if row is not None and row.status == ExecutionStatus.AWAITING_APPROVAL:
+                return None  # a task delivered again while the node waits: it keeps waiting
             if self._held(execution_id):
                 return None
             return runner.run_agent(job, execution_id, request)
