@@ -65,3 +65,52 @@ def test_an_invalid_policy_is_refused_at_creation(api: ApiServer, policy: Any) -
     code = response.json()["error"]["code"]
     assert code == ("invalid_arguments" if isinstance(policy, list)
                     else "invalid_approval_policy")
+
+
+def _run(api: ApiServer, run_id: str) -> dict[str, Any]:
+    with api.client(api.admin) as client:
+        run: dict[str, Any] = client.get(f"/api/flowchart-runs/{run_id}").json()
+        return run
+
+
+def test_a_flowchart_repository_node_waits_and_a_decision_over_http_resumes_its_run(
+        api: ApiServer) -> None:
+    gated = {"provider": "replay", "prompt": "gated", "replay_script": SCRIPT,
+             "repo_url": api.repo_url, "pull_request": False,
+             "approval_policy": {"command.run": "require"}}
+    after = {"provider": "replay", "prompt": "after {{ nodes.fix.result.summary }}",
+             "replay_script": {"turns": [{"final": {"status": "success", "summary": "after"}}]}}
+    graph = {"nodes": [{"id": "start", "type": "start", "config": {}},
+                       {"id": "fix", "type": "agent", "config": gated},
+                       {"id": "after", "type": "agent", "config": after},
+                       {"id": "end", "type": "end", "config": {}}],
+             "edges": [{"id": "a", "source": "start", "target": "fix"},
+                       {"id": "b", "source": "fix", "target": "after"},
+                       {"id": "c", "source": "after", "target": "end"}]}
+    with api.client(api.admin) as client:
+        created = client.post("/api/flowcharts", json={"name": "gated", "graph": graph})
+        assert created.status_code == 201, created.text
+        started = client.post(f"/api/flowcharts/{created.json()['id']}/runs", json={})
+        assert started.status_code == 202, started.text
+    run_id = started.json()["id"]
+    waiting = wait_for("the node to wait",
+                       lambda: (r := _run(api, run_id))["nodes"]["fix"]["awaiting_approval"]
+                       and r, 180, lambda: "".join(api.log[-40:]))
+    assert waiting["status"] == "running" and waiting["nodes"]["fix"]["state"] == "running"
+    assert waiting["nodes"]["after"]["state"] == "pending"
+    execution_id = waiting["nodes"]["fix"]["execution_id"]
+    assert _status(api, execution_id) == "awaiting_approval"
+    with api.client(api.admin) as client:
+        (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
+            "approvals"]
+        decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
+                              json={"decision": "deny", "reason": "not here"})
+    assert decided.status_code == 200 and decided.json()["resumed"] is True, decided.text
+    done = wait_for("the run to end", lambda: (r := _run(api, run_id))["finished_at"] and r,
+                    240, lambda: "".join(api.log[-60:]))
+    assert done["status"] == "succeeded", (done, "".join(api.log[-60:]))
+    assert [done["nodes"][n]["state"] for n in ("fix", "after")] == ["succeeded", "succeeded"]
+    with api.client(api.admin) as client:
+        calls = client.get(f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]
+    assert [(c["ok"], c["approval"]["decision"], c["error_code"]) for c in calls] == [
+        (False, "deny", "permission_denied")]

@@ -182,7 +182,7 @@ def test_decisions_use_the_default_or_fail_naming_the_field() -> None:
 
 @pytest.mark.parametrize(("policy", "needle"), [
     ({"command.run": "sometimes"}, "must be"), ({"nope.*": "deny"}, "no known domain"),
-    ({"command.run": "require"}, "cannot wait"), ("deny", "JSON object"),
+    ({"command.run": "require"}, "only a node with a repository"), ("deny", "JSON object"),
 ])
 def test_an_agent_nodes_approval_policy_is_validated_naming_the_node(
         policy: Any, needle: str) -> None:
@@ -192,6 +192,12 @@ def test_an_agent_nodes_approval_policy_is_validated_naming_the_node(
     if isinstance(policy, dict):
         assert [p.code for p in problems] == ["invalid_approval_policy"]
     assert needle in problems[0].message
+
+
+def test_a_repository_node_may_require_an_approval() -> None:
+    graph = _with(lambda g: g["nodes"][1]["config"].update(
+        repo_url="https://github.com/octo/repo", approval_policy={"command.run": "require"}))
+    assert parse_graph(graph).nodes[1].config["approval_policy"] == {"command.run": "require"}
 
 
 def test_an_agent_node_may_allow_and_deny() -> None:

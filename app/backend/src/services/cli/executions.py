@@ -234,12 +234,14 @@ def _decide(execution_id: str, approval_id: str, decision: str, reason: str | No
     broker when one is configured; otherwise say how to resume it)."""
     import getpass
 
+    from services.db.approvals import node_of
     from services.db.executions import ExecutionRepository
     from services.db.redaction import Redactor
     from services.execution.errors import ExecutionError
     from services.runs.approvals import decide_approval
     from services.settings import get_settings
     from services.worker.dispatch import Dispatcher
+    from services.worker.flowchart_tasks import flowchart_dispatch
     from services.worker.names import broker_url
 
     if reason is not None and len(reason) > MAX_REASON:
@@ -256,7 +258,9 @@ def _decide(execution_id: str, approval_id: str, decision: str, reason: str | No
         decided = decide_approval(
             db, execution_id, approval_id, decision, by=f"cli:{getpass.getuser()}",
             reason=reason, dispatch=Dispatcher(settings, db=db) if brokered else None,
-            redactor=Redactor.from_settings(settings))
+            redactor=Redactor.from_settings(settings),
+            dispatch_node=flowchart_dispatch(settings))
+        node = node_of(db, execution_id)
     except ExecutionError as exc:
         typer.echo(f"studio: {exc}", err=True)  # "code: message"
         raise typer.Exit(1) from exc
@@ -265,7 +269,9 @@ def _decide(execution_id: str, approval_id: str, decision: str, reason: str | No
     typer.echo(_compact({"approval": decided.approval, "changed": decided.changed,
                          "resumed": decided.resume}))
     if decided.resume and not brokered:
-        typer.echo(f"studio: resume it with: studio execute {execution_id}", err=True)
+        how = f"studio flowchart-node {node[0]} {node[1]}" if node is not None \
+            else f"studio execute {execution_id}"
+        typer.echo(f"studio: resume it with: {how}", err=True)
 
 
 MAX_REASON = 4000

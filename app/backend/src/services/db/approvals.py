@@ -15,11 +15,11 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, select, update
+from sqlalchemy import exists, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
-from services.db.models import NodeExecution, ToolApproval, ToolCallRecord
+from services.db.models import FlowchartRunNode, NodeExecution, ToolApproval, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database, dialect_insert
 from services.db.status import ExecutionStatus
@@ -225,3 +225,88 @@ def _record_call_approval(session: Session, execution_id: str, call: dict[str, A
         operation=str(call.get("operation", "")), approval=evidence, created_at=utcnow())
     session.execute(statement.on_conflict_do_update(
         index_elements=["execution_id", "call_id"], set_={"approval": evidence}))
+
+
+# -- flowchart nodes ------------------------------------------------------------------------
+# A flowchart node's execution is resumed through its node (the node task runs it again, then
+# advances the run), never as a standalone execution: these find the node and hand each resume
+# out once (a compare-and-set on ``dispatched_at``), whoever asks first (the decider, a reaper).
+
+
+@dataclass(frozen=True)
+class WaitingNode:
+    """A flowchart node whose execution was queued again by a decision: to dispatch."""
+
+    execution_id: str
+    run_id: str
+    node_key: str
+
+
+def node_of(db: Database, execution_id: str) -> tuple[str, str] | None:
+    """``(run_id, node_key)`` of the flowchart node the execution runs, ``None`` for a
+    standalone execution."""
+    with db.read_session() as session:
+        row = session.scalars(select(FlowchartRunNode)
+                              .where(FlowchartRunNode.execution_id == execution_id)).first()
+        return (row.run_id, row.node_key) if row is not None else None
+
+
+def waits_for_approval(db: Database, execution_id: str) -> bool:
+    """Whether the execution waits for an approval, or was queued again by a decision (its node
+    is dispatched again: not an execution whose process died)."""
+    with db.read_session() as session:
+        row = session.get(NodeExecution, execution_id)
+        if row is None:
+            return False
+        if row.status == ExecutionStatus.AWAITING_APPROVAL:
+            return True
+        return row.status == ExecutionStatus.QUEUED and bool(session.scalar(
+            select(exists().where(ToolApproval.execution_id == execution_id))))
+
+
+def claim_node_resumes(db: Database, older_than_s: float, *, execution_id: str | None = None,
+                       limit: int = 100) -> list[WaitingNode]:
+    """Flowchart nodes (still running) whose execution a decision (or a cancellation) queued
+    again, not dispatched
+    since the last decision nor over ``older_than_s`` ago; each is stamped dispatched (only
+    the caller that stamps it gets it). ``execution_id``: only that one."""
+    now = utcnow()
+    last_decided = (select(func.max(ToolApproval.decided_at))
+                    .where(ToolApproval.execution_id == NodeExecution.id)
+                    .correlate(NodeExecution).scalar_subquery())
+    query = (select(NodeExecution.id, NodeExecution.dispatched_at, last_decided,
+                    FlowchartRunNode.run_id, FlowchartRunNode.node_key)
+             .join(FlowchartRunNode, FlowchartRunNode.execution_id == NodeExecution.id)
+             .where(NodeExecution.status == ExecutionStatus.QUEUED,
+                    NodeExecution.lease_owner.is_(None), NodeExecution.paused_reason.is_(None),
+                    FlowchartRunNode.state == "running",
+                    or_(NodeExecution.cancel_requested.is_(True),
+                        exists().where(ToolApproval.execution_id == NodeExecution.id,
+                                       ToolApproval.status != PENDING)))
+             .limit(limit))
+    if execution_id is not None:
+        query = query.where(NodeExecution.id == execution_id)
+    found: list[WaitingNode] = []
+    with db.session() as session:
+        for ident, sent, decided, run_id, node_key in session.execute(query).all():
+            due = sent is None or (decided is not None and _naive(sent) < _naive(decided)) \
+                or _naive(sent) < _naive(now - timedelta(seconds=older_than_s))
+            if not due:
+                continue
+            not_sent = [NodeExecution.dispatched_at.is_(None),
+                        NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s)]
+            if decided is not None:
+                not_sent.append(NodeExecution.dispatched_at < decided)
+            stamped = session.execute(
+                update(NodeExecution)
+                .where(NodeExecution.id == ident, NodeExecution.status == ExecutionStatus.QUEUED,
+                       NodeExecution.lease_owner.is_(None), or_(*not_sent))
+                .values(dispatched_at=now))
+            if stamped.rowcount:  # type: ignore[attr-defined]
+                found.append(WaitingNode(str(ident), str(run_id), str(node_key)))
+    return found
+
+
+def _naive(moment: datetime) -> datetime:
+    """SQLite answers naive datetimes, PostgreSQL aware ones (UTC either way)."""
+    return moment.replace(tzinfo=None)

@@ -19,8 +19,9 @@ from sqlalchemy import delete, select
 
 from services.db.base import utcnow
 from services.db.errors import NotFound
-from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node
+from services.db.models import Edge, Flowchart, FlowchartRun, FlowchartRunNode, Node, NodeExecution
 from services.db.session import Database, Session
+from services.db.status import ExecutionStatus
 
 
 class UnknownFlowchart(NotFound):
@@ -158,8 +159,10 @@ def _when(value: Any) -> str | None:
     return value.isoformat() if value is not None else None
 
 
-def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode]) -> dict[str, Any]:
-    """The public form of a run, with the state of every node."""
+def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode],
+                waiting: frozenset[str] = frozenset()) -> dict[str, Any]:
+    """The public form of a run, with the state of every node (``awaiting_approval``: the
+    keys in ``waiting``, running nodes whose execution waits for an approval)."""
     return {
         "id": run.id, "flowchart_id": run.flowchart_id, "status": run.status,
         "inputs": run.inputs, "workspace": run.workspace,
@@ -171,8 +174,21 @@ def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode]) -> di
                                "execution_id": n.execution_id, "result": n.result,
                                "error_code": n.error_code, "error_message": n.error_message,
                                "started_at": _when(n.started_at),
-                               "finished_at": _when(n.finished_at)} for n in nodes},
+                               "finished_at": _when(n.finished_at),
+                               "awaiting_approval": n.node_key in waiting} for n in nodes},
     }
+
+
+def awaiting_approval(session: Session, nodes: builtins.list[FlowchartRunNode]) -> frozenset[str]:
+    """The keys of the running nodes whose execution waits for an approval."""
+    running = {n.execution_id: n.node_key for n in nodes
+               if n.state == "running" and n.execution_id is not None}
+    if not running:
+        return frozenset()
+    waiting = session.scalars(select(NodeExecution.id).where(
+        NodeExecution.id.in_(sorted(running)),
+        NodeExecution.status == ExecutionStatus.AWAITING_APPROVAL))
+    return frozenset(running[i] for i in waiting)
 
 
 def locked_run(session: Session, run_id: str) -> FlowchartRun:

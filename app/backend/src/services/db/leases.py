@@ -140,6 +140,8 @@ class LeaseStore:
                .where(NodeExecution.status == ExecutionStatus.QUEUED,
                       NodeExecution.lease_owner.is_(None),
                       NodeExecution.paused_reason.is_(None),  # held: see db.pauses
+                      # a flowchart node's goes through its node (db.approvals, db.pauses)
+                      NodeExecution.flowchart_run_id.is_(None),
                       NodeExecution.dispatched_at.is_not(None),
                       NodeExecution.dispatched_at < now - timedelta(seconds=older_than_s))
                .order_by(NodeExecution.dispatched_at).limit(limit))

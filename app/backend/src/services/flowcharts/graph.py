@@ -314,7 +314,8 @@ def _check_node(graph: FlowchartGraph, node: NodeSpec) -> list[Problem]:
     if isinstance(config, DecisionConfig):
         problems += _check_decision(graph, node.id, config)
     if isinstance(config, AgentConfig) and config.approval_policy is not None:
-        problems += _check_approval_policy(node.id, config.approval_policy)
+        problems += _check_approval_policy(node.id, config.approval_policy,
+                                           durable=config.repo_url is not None)
     return problems
 
 
@@ -332,18 +333,20 @@ def check_mcp_servers(graph: FlowchartGraph, stored: set[str]) -> None:
                      for name in names if name not in stored]
     if problems:
         raise FlowchartValidationError(problems)
-def _check_approval_policy(node_id: str, raw: Any) -> list[Problem]:
-    """A node's ``approval_policy``: valid, and without ``require`` (a flowchart node cannot
-    wait for a person yet: its run would go on without it)."""
+def _check_approval_policy(node_id: str, raw: Any, *, durable: bool) -> list[Problem]:
+    """A node's ``approval_policy``: valid, and ``require`` only on a repository node (durable:
+    its execution waits for the decision and is resumed through the node; a node working in
+    place has no resume to wait for)."""
     try:
         policy = parse_policy(raw)
     except ConfigError as exc:
         return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
                         message=f"node {node_id!r}: {exc.message}")]
-    if Rule.REQUIRE in policy.rules.values():
+    if not durable and Rule.REQUIRE in policy.rules.values():
         return [Problem(code=ErrorCode.INVALID_APPROVAL_POLICY.value, node_id=node_id,
-                        message=f"node {node_id!r}: a flowchart node cannot wait for an "
-                                "approval (\"require\"); use \"allow\" or \"deny\"")]
+                        message=f"node {node_id!r}: only a node with a repository (repo_url) "
+                                "can wait for an approval (\"require\"); use \"allow\" or "
+                                "\"deny\"")]
     return []
 
 

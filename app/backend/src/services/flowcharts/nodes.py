@@ -122,14 +122,15 @@ class NodeRunner:
 
     def run_agent(self, job: NodeJob, execution_id: str,
                   request: ExecutionRequest) -> NodeOutcome | None:
-        """The node's outcome; ``None`` while the kill switch holds its execution back (the
-        node stays running and is dispatched again once the switch is released)."""
+        """The node's outcome; ``None`` while the kill switch holds its execution back, or while
+        it waits for an approval (the node stays running and is dispatched again once the
+        switch is released, or the approval decided: :mod:`services.runs.approvals`)."""
         try:
             ran = ExecutionService(self.db, self.settings).execute(execution_id, request)
         except ExecutionError as exc:  # recorded on the execution by the service already
             return NodeOutcome(NodeState.FAILED, error_code=exc.code.value,
                                error_message=f"node {job.node.id!r}: {exc.message}")
-        if ran.state == "paused":
+        if ran.state in ("paused", "awaiting_approval"):
             return None
         row = self.executions.get(execution_id)
         assert row is not None

@@ -19,11 +19,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from services.db.approvals import waits_for_approval
 from services.db.base import utcnow
 from services.db.executions import ExecutionRepository
 from services.db.flowcharts import (
     FlowchartRepository,
     UnknownFlowchartRun,
+    awaiting_approval,
     locked_run,
     recent_runs,
     run_nodes,
@@ -33,7 +35,7 @@ from services.db.mcp_servers import McpServerRepository
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.session import Database, Session
-from services.db.status import FINAL_STATUSES
+from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode, StudioError
 from services.flowcharts.graph import (
     FINISHED_STATES,
@@ -106,13 +108,15 @@ class FlowchartRunService:
             run = session.get(FlowchartRun, run_id)
             if run is None:
                 raise UnknownFlowchartRun(run_id)
-            return run_to_json(run, run_nodes(session, run_id))
+            nodes = run_nodes(session, run_id)
+            return run_to_json(run, nodes, awaiting_approval(session, nodes))
 
     def list_runs(self, *, flowchart_id: str | None = None,
              limit: int = 50) -> list[dict[str, Any]]:
         with self.db.session() as session:
-            return [run_to_json(run, run_nodes(session, run.id))
-                    for run in recent_runs(session, flowchart_id=flowchart_id, limit=limit)]
+            return [run_to_json(run, nodes, awaiting_approval(session, nodes))
+                    for run in recent_runs(session, flowchart_id=flowchart_id, limit=limit)
+                    for nodes in [run_nodes(session, run.id)]]
 
     def cancel(self, run_id: str) -> dict[str, Any]:
         """Cancel the run (no-op once it ended) and every running node execution."""
@@ -141,8 +145,8 @@ class FlowchartRunService:
             return
         try:
             outcome = self._run_work(job, execution_id)
-            if outcome is None:  # held back by the kill switch: dispatched again on release
-                return
+            if outcome is None:  # held back by the kill switch, or waiting for an approval:
+                return  # dispatched again on release, or once decided
         except TemplateRenderError as exc:
             outcome = NodeOutcome(NodeState.FAILED, error_code=ErrorCode.TEMPLATE_ERROR.value,
                                   error_message=str(exc))
@@ -171,6 +175,8 @@ class FlowchartRunService:
         execution = self.executions.get(execution_id) if execution_id else None
         if execution is not None and execution.status == "queued" and execution.paused_reason:
             return  # held back by the kill switch: the node runs again on release
+        if execution is not None and waits_for_approval(self.db, execution.id):
+            return  # waiting for an approval, or decided: the node runs again through its task
         if execution is not None and execution.status not in FINAL_STATUSES:
             self.executions.finish(execution.id, status="failed", outcome="error",
                                    error_code=ErrorCode.SUBSTRATE_ERROR.value,
@@ -291,6 +297,8 @@ class FlowchartRunService:
                 config = AgentConfig.model_validate(job.node.config)
                 return agent_outcome(job.node.id, row,
                                      continue_on_failure=config.continue_on_failure)
+            if row is not None and row.status == ExecutionStatus.AWAITING_APPROVAL:
+                return None  # a task delivered again while the node waits: it keeps waiting
             if self._held(execution_id):
                 return None
             return runner.run_agent(job, execution_id, request)
@@ -304,8 +312,8 @@ class FlowchartRunService:
         return runner.run_command(job, execution_id, args)
 
     def _drop_held(self, run_id: str, node_id: str) -> None:
-        """The node will not run (its run ended while the kill switch held it): its paused
-        execution is cancelled, or nothing would ever end it."""
+        """The node will not run (its run ended while the kill switch held it, or while it
+        waited for an approval): its queued execution is cancelled, or nothing would end it."""
         with self.db.session() as session:
             row = session.get(FlowchartRunNode, (run_id, node_id))
             execution_id = row.execution_id if row is not None else None
@@ -315,6 +323,11 @@ class FlowchartRunService:
                                    error_code="cancelled",
                                    error_message=f"node {node_id!r}: the run ended while the "
                                                  "kill switch held the node")
+        elif execution is not None and waits_for_approval(self.db, execution.id):
+            self.executions.finish(execution.id, status="cancelled", outcome="cancelled",
+                                   error_code="cancelled",
+                                   error_message=f"node {node_id!r}: the run ended while the "
+                                                 "node waited for an approval")
 
     def _held(self, execution_id: str) -> bool:
         """While the kill switch is engaged a node's queued execution does not start: it is

@@ -17,6 +17,13 @@
 reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``), and an
 execution left waiting with nothing pending (a decision that came while it was still pausing) is
 queued again.
+
+A flowchart node's execution (a repository node: durable) waits the same way while its node
+stays ``running``; once decided it is resumed through its node (``dispatch_node(run_id,
+node_key)``: the node task runs the execution again, records the node's outcome and advances the
+run), never as a standalone execution. Each such resume is handed out once
+(:func:`~services.db.approvals.claim_node_resumes`); a caller without a node dispatch leaves it
+to a reaper that has one.
 """
 
 from __future__ import annotations
@@ -25,7 +32,13 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from services.db.approvals import TIMEOUT_DECIDER, ApprovalRepository, Decided
+from services.db.approvals import (
+    TIMEOUT_DECIDER,
+    ApprovalRepository,
+    Decided,
+    claim_node_resumes,
+    node_of,
+)
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
@@ -46,6 +59,7 @@ from services.settings import StudioSettings
 log = logging.getLogger(__name__)
 
 Dispatch = Callable[[str], Any]
+NodeDispatch = Callable[[str, str], Any]
 
 
 class DbApprovalGate(ApprovalGate):
@@ -124,9 +138,12 @@ def paused_for_approval(events: list[tuple[str, dict[str, Any]]]) -> bool:
 
 def decide_approval(db: Database, execution_id: str, approval_id: str, decision: str, *,
                     by: str, reason: str | None, dispatch: Dispatch | None,
-                    redactor: Redactor | None = None) -> Decided:
+                    redactor: Redactor | None = None,
+                    dispatch_node: NodeDispatch | None = None,
+                    resend_after_s: float = 0.0) -> Decided:
     """Decide one approval: the decision is stored, journalled (``approval_decided``) and, when
-    it was the last pending one of a waiting execution, the execution is dispatched again."""
+    it was the last pending one of a waiting execution, the execution is dispatched again (a
+    flowchart node's through ``dispatch_node``)."""
     decided = ApprovalRepository(db, redactor).decide(execution_id, approval_id, decision,
                                                       by=by, reason=reason)
     if decided.changed:
@@ -137,15 +154,41 @@ def decide_approval(db: Database, execution_id: str, approval_id: str, decision:
                 "tool": approval["tool"], "rule": approval["rule"], "policy": "require",
                 "decision": decision, "decided_by": approval["decided_by"],
                 "decided_at": approval["decided_at"], "reason": approval["reason"]}))
-    if decided.resume and dispatch is not None:
+    if decided.resume:
         log.info("execution %s: every approval decided; dispatching it again", execution_id)
-        dispatch(execution_id)
+        _send(db, execution_id, dispatch, dispatch_node, resend_after_s)
     return decided
 
 
-def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[str]:
-    """Deny pending approvals past their time, and queue again the executions that wait with
-    nothing pending; answers the executions dispatched."""
+def _send(db: Database, execution_id: str, dispatch: Dispatch | None,
+          dispatch_node: NodeDispatch | None, resend_after_s: float) -> bool:
+    """Dispatch a resumed execution: a flowchart node's through its node (once), a standalone
+    one through ``dispatch``; answers whether it was sent."""
+    if node_of(db, execution_id) is None:
+        if dispatch is None:
+            return False
+        dispatch(execution_id)
+        return True
+    if dispatch_node is None:
+        log.info("execution %s runs a flowchart node: left for a reaper to dispatch its node",
+                 execution_id)
+        return False
+    sent = False
+    for node in claim_node_resumes(db, resend_after_s, execution_id=execution_id):
+        log.info("resuming flowchart run %s node %s (execution %s)", node.run_id,
+                 node.node_key, execution_id)
+        dispatch_node(node.run_id, node.node_key)
+        sent = True
+    return sent
+
+
+def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100,
+                   dispatch_node: NodeDispatch | None = None,
+                   resend_after_s: float = 300.0) -> list[str]:
+    """Deny pending approvals past their time, queue again the executions that wait with
+    nothing pending, and (with ``dispatch_node``) dispatch the flowchart nodes whose execution
+    a decision queued again and nobody sent since (or over ``resend_after_s`` ago); answers the
+    executions dispatched."""
     repository = ApprovalRepository(db)
     dispatched: list[str] = []
     for execution_id, approval_id in repository.expired(limit=limit):
@@ -153,7 +196,8 @@ def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100) -> lis
         try:
             decided = decide_approval(db, execution_id, approval_id, "deny", by=TIMEOUT_DECIDER,
                                       reason="no decision before the approval timed out",
-                                      dispatch=dispatch)
+                                      dispatch=dispatch, dispatch_node=dispatch_node,
+                                      resend_after_s=resend_after_s)
         except ExecutionError:  # decided meanwhile by a person: theirs wins
             log.info("approval %s was decided meanwhile", approval_id)
             continue
@@ -161,6 +205,12 @@ def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100) -> lis
             dispatched.append(execution_id)
     for execution_id in repository.resumable(limit=limit):
         log.info("execution %s waits with no approval pending; dispatching it", execution_id)
-        dispatch(execution_id)
-        dispatched.append(execution_id)
+        if _send(db, execution_id, dispatch, dispatch_node, resend_after_s):
+            dispatched.append(execution_id)
+    if dispatch_node is not None:
+        for node in claim_node_resumes(db, resend_after_s, limit=limit):
+            log.info("resuming flowchart run %s node %s (execution %s), decided meanwhile",
+                     node.run_id, node.node_key, node.execution_id)
+            dispatch_node(node.run_id, node.node_key)
+            dispatched.append(node.execution_id)
     return dispatched

@@ -138,7 +138,10 @@ def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
     approval was decided or timed out, then clean orphaned workspaces and apply the
     retention."""
     reaped = (reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
-              + redispatch_paused(db, dispatch, dispatch_node) + reap_approvals(db, dispatch))
+              + redispatch_paused(db, dispatch, dispatch_node)
+              + reap_approvals(db, dispatch, dispatch_node=dispatch_node,
+                               resend_after_s=float(SettingsRepository(db).get(
+                                   "queued_timeout_s"))))
     reap_workspaces(db, settings)
     reap_retention(db, settings)
     return reaped

@@ -10,11 +10,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, Path
+from fastapi import APIRouter, Depends, Path, Request
 
 from services.api.auth import Scope, ScopeRequirement, TokenIdentity, requires
 from services.api.deps import get_db, get_launcher, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
+from services.api.killswitch import node_dispatch
 from services.api.launcher import Launcher
 from services.api.schemas import (
     EXECUTION_ID_PATTERN,
@@ -54,16 +55,18 @@ def list_approvals(execution_id: ExecutionId,
 @router.post("/{execution_id}/approvals/{approval_id}", response_model=ApprovalDecided,
              responses=NOT_FOUND_RESPONSE)
 def decide(
-    execution_id: ExecutionId, approval_id: ApprovalId, body: ApprovalDecision,
+    execution_id: ExecutionId, approval_id: ApprovalId, body: ApprovalDecision, request: Request,
     identity: TokenIdentity = Depends(ScopeRequirement(Scope.RUN)),  # noqa: B008
     db: Database = Depends(get_db),  # noqa: B008
     settings: StudioSettings = Depends(get_settings),  # noqa: B008
     launcher: Launcher = Depends(get_launcher),  # noqa: B008
 ) -> ApprovalDecided:
-    """Approve or deny a pending approval; the execution resumes once none is pending."""
+    """Approve or deny a pending approval; the execution resumes once none is pending (a
+    flowchart node's through its node, which then advances its run)."""
     _exists(db, execution_id)
     decided = decide_approval(db, execution_id, approval_id, body.decision, by=identity.name,
                               reason=body.reason, dispatch=launcher.launch,
-                              redactor=Redactor.from_settings(settings))
+                              redactor=Redactor.from_settings(settings),
+                              dispatch_node=node_dispatch(request, db))
     return ApprovalDecided(approval=Approval(**decided.approval), changed=decided.changed,
                            resumed=decided.resume)

@@ -111,7 +111,8 @@ class FlowchartRun(BaseModel):
     finished_at: str | None
     nodes: dict[str, dict[str, Any]] = Field(
         description="Per node id: type, state (pending, running, succeeded, failed, skipped, "
-                    "cancelled), execution_id, result, error_code, error_message, timestamps.")
+                    "cancelled), execution_id, result, error_code, error_message, timestamps, "
+                    "awaiting_approval (a running node whose execution waits for an approval).")
 
 
 class FlowchartRunList(BaseModel):
