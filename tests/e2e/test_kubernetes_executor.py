@@ -289,7 +289,10 @@ class _World:
             "STUDIO_ENV", "STUDIO_LOG_LEVEL", "STUDIO_GITHUB_API_URL", "STUDIO_REPO_MIRRORS",
             "STUDIO_GITHUB_GIT_ORIGINS", "STUDIO_REPO_ALLOWED_HOSTS", "STUDIO_GIT_AUTHOR_NAME",
             "STUDIO_GIT_AUTHOR_EMAIL", "STUDIO_DATABASE_URL", "STUDIO_SECRET_KEY",
-            "STUDIO_GITHUB_TOKEN"}, names
+            "STUDIO_GITHUB_TOKEN",
+            # the providers' auth modes (issue 16, cloud auth) and the setup phase's network
+            "STUDIO_CLAUDE_AUTH", "STUDIO_GEMINI_AUTH", "STUDIO_CODEX_AUTH",
+            "STUDIO_SETUP_ALLOWLIST", "STUDIO_SETUP_TIMEOUT_S"}, names
         assert "STUDIO_BROKER_URL" not in names and "STUDIO_KUBECONFIG" not in names
 
     def _final(self, execution_id: str) -> dict[str, Any] | None:

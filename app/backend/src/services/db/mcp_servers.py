@@ -16,7 +16,6 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from cryptography.fernet import InvalidToken
 from pydantic import TypeAdapter, ValidationError
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -153,6 +152,8 @@ class McpServerRepository:
     def _decrypt(self, row: McpServer) -> dict[str, dict[str, str]]:
         if row.secret_encrypted is None:
             return {}
+        from cryptography.fernet import InvalidToken  # only when a stored server has secrets
+
         try:
             plain = fernet_for(self._settings.secret_key).decrypt(row.secret_encrypted)
         except InvalidToken as exc:
