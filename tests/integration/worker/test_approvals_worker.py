@@ -163,7 +163,26 @@ def _all_logs(workers: list[WorkerProcess], api: ApiServer | None) -> str:
              + w.log_path.read_text(errors="replace") for w in workers]
     if api is not None:
         parts.append("===== studio api\n" + "".join(api.log))
+    parts.append("===== processes with the database open\n" + _holders(
+        api.db_url.removeprefix("sqlite:///") if api is not None else ""))
     return "\n".join(parts)
+
+
+def _holders(path: str) -> str:
+    """``pid ppid state argv`` of every process with ``path`` open (who may hold its lock)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or not path or not any(
+                    str(fd.readlink()).startswith(path) for fd in (entry / "fd").iterdir()):
+                continue
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        found.append(f"{entry.name} {fields[1]} {fields[0]} {argv[:200]}")
+    return "\n".join(found)
 
 
 def test_approval_gates_over_http_with_real_workers(
