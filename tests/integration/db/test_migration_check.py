@@ -67,3 +67,18 @@ def test_an_embedded_database_opened_twice_is_migrated_once(tmp_path: Path) -> N
         assert migrate.current_revisions(second.engine) == migrate.head_revisions()
     finally:
         second.dispose()
+
+
+def test_a_busy_writer_does_not_hold_up_the_check(engine: Engine) -> None:
+    """A process opening the database while another holds a write transaction (a worker's
+    task, next to a run writing its journal) reads the version without waiting for the write
+    lock: on SQLite a deferred read in WAL mode; without it, the check queued for the lock up
+    to the busy timeout (30 s) and, timed out, fell back on Alembic, which queued again."""
+    migrate.upgrade(engine)
+    writer = create_db_engine(str(engine.url.render_as_string(hide_password=False)))
+    try:
+        with writer.begin() as connection:  # BEGIN IMMEDIATE on SQLite: the write lock
+            connection.execute(text("UPDATE alembic_version SET version_num = version_num"))
+            assert migrate.is_current(engine) is True
+    finally:
+        writer.dispose()

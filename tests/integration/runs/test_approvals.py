@@ -274,3 +274,46 @@ def test_a_secret_in_a_reason_is_stored_redacted(
     assert secret not in str(_events(db, execution_id))
     assert secret not in str([c.approval for c in ExecutionRepository(db).tool_calls(
         execution_id)])
+
+
+_HELD_WHILE_WAITING = {
+    # a row turned awaiting_approval while a lease holder is still on it: noted in a table
+    "sqlite": [
+        "CREATE TABLE held_while_waiting (execution_id TEXT)",
+        "CREATE TRIGGER note_held AFTER UPDATE ON node_executions "
+        "WHEN NEW.status = 'awaiting_approval' AND NEW.lease_owner IS NOT NULL "
+        "BEGIN INSERT INTO held_while_waiting VALUES (NEW.id); END"],
+    "postgresql": [
+        "CREATE TABLE held_while_waiting (execution_id text)",
+        "CREATE FUNCTION note_held() RETURNS trigger AS $$ BEGIN "
+        "INSERT INTO held_while_waiting VALUES (NEW.id::text); RETURN NEW; END $$ "
+        "LANGUAGE plpgsql",
+        "CREATE TRIGGER note_held AFTER UPDATE ON node_executions FOR EACH ROW "
+        "WHEN (NEW.status = 'awaiting_approval' AND NEW.lease_owner IS NOT NULL) "
+        "EXECUTE FUNCTION note_held()"],
+}
+
+
+def test_an_execution_is_never_awaiting_approval_while_its_lease_is_held(
+        world: RepoWorld, database: tuple[Database, StudioSettings]) -> None:
+    """A decision is taken as soon as the execution is ``awaiting_approval``; were the pausing
+    attempt still holding the lease then (its workspace being released), the resumed attempt's
+    claim would fail and the execution would sit queued until ``queued_timeout_s``. So the status
+    comes with the lease's release, in one statement (a trigger of the real database notes any
+    row that is ever both)."""
+    from sqlalchemy import text
+
+    db, settings = database
+    with db.session() as session:
+        for statement in _HELD_WHILE_WAITING[session.get_bind().dialect.name]:
+            session.execute(text(statement))
+    execution_id = _create(db, settings, world, {"command.run": "require"})
+    approval = _pause(db, settings, execution_id)
+    with db.session() as session:
+        held = session.execute(text("SELECT execution_id FROM held_while_waiting")).all()
+    assert held == []
+    dispatched: list[str] = []
+    decided = decide_approval(db, execution_id, approval["id"], "approve", by="erin",
+                              reason=None, dispatch=dispatched.append)
+    assert decided.resume and dispatched == [execution_id]
+    assert execute_execution(execution_id, settings=settings, db=db).status == "succeeded"

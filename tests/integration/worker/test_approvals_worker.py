@@ -8,9 +8,14 @@ With ``approval_policy {"command.run": "require"}``:
    over HTTP, the model's next request carries ``permission_denied`` and the reason, and the run
    goes on to its end (the model was not asked the paused turn again);
 2. a second execution pauses, its worker is SIGKILLed while the approval is pending, another
-   worker is started; approved over HTTP, the command runs (its file is in the pushed branch);
-3. under a worker whose approvals time out after 2 s, the reaper denies the approval and the
-   model gets ``permission_denied`` (timed out).
+   worker is started (one whose approvals time out after 2 s: the approval already pending keeps
+   the time it was given when requested); approved over HTTP, the command runs (its file is in
+   the pushed branch);
+3. under that worker, a third execution's approval times out: the reaper denies it and the model
+   gets ``permission_denied`` (timed out).
+
+The scenarios share one API and run one after the other (the scripted model answers requests in
+order). On failure, every worker's log and the API's log are printed in full.
 
 Hostile decisions over HTTP (bad values, unknown and foreign approval ids, a huge reason, the
 other decision after one was made, a read-only token) get their stable codes, and every
@@ -130,15 +135,54 @@ def _results_with(server: ScriptedModelServer, needle: str) -> list[str]:
 
 
 def _show(env: dict[str, str], execution_id: str) -> dict[str, Any]:
-    done = subprocess.run([*STUDIO, "executions", "show", execution_id, "--json"], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
-    assert done.returncode == 0, done.stderr
-    shown: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
-    plain = subprocess.run([*STUDIO, "executions", "show", execution_id], env=env,
-                           capture_output=True, text=True, timeout=120, check=False)
-    assert plain.returncode == 0, plain.stderr
-    shown["text"] = plain.stdout
+    """``studio executions show`` as JSON (and its text under ``"text"``), both CLI processes
+    run side by side."""
+    commands = {"json": [*STUDIO, "executions", "show", execution_id, "--json"],
+                "text": [*STUDIO, "executions", "show", execution_id]}
+    started = {name: subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for name, argv in commands.items()}
+    out: dict[str, str] = {}
+    for name, process in started.items():
+        try:
+            stdout, stderr = process.communicate(timeout=120)
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        assert process.returncode == 0, stderr
+        out[name] = stdout
+    shown: dict[str, Any] = json.loads(out["json"].strip().splitlines()[-1])
+    shown["text"] = out["text"]
     return shown
+
+
+def _all_logs(workers: list[WorkerProcess], api: ApiServer | None) -> str:
+    """Every worker's whole log and the API's, for a failure's report."""
+    parts = [f"===== {w.log_path.name} (pid {w.pid})\n"
+             + w.log_path.read_text(errors="replace") for w in workers]
+    if api is not None:
+        parts.append("===== studio api\n" + "".join(api.log))
+    parts.append("===== processes with the database open\n" + _holders(
+        api.db_url.removeprefix("sqlite:///") if api is not None else ""))
+    return "\n".join(parts)
+
+
+def _holders(path: str) -> str:
+    """``pid ppid state argv`` of every process with ``path`` open (who may hold its lock)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        try:
+            if not entry.name.isdigit() or not path or not any(
+                    str(fd.readlink()).startswith(path) for fd in (entry / "fd").iterdir()):
+                continue
+            stat = (entry / "stat").read_text()
+            argv = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except (OSError, ValueError):
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        found.append(f"{entry.name} {fields[1]} {fields[0]} {argv[:200]}")
+    return "\n".join(found)
 
 
 def test_approval_gates_over_http_with_real_workers(
@@ -153,16 +197,18 @@ def test_approval_gates_over_http_with_real_workers(
                               capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr
         workers.append(start_worker(env, tmp_path / "worker-a.log", "--concurrency", "1"))
-        with api_process(env, world.url) as api:
-            denied_id = _denied_run(api, world, server, env, workers)
-            _hostile_decisions(api, denied_id)
-            _approved_run_survives_a_killed_worker(api, world, server, env, tmp_path,
-                                                   workers, denied_id)
-            workers[-1].stop()
-            timed_env = {**env, "STUDIO_APPROVAL_TIMEOUT_S": "2"}
-            workers.append(start_worker(timed_env, tmp_path / "worker-c.log",
-                                        "--concurrency", "1"))
-            _timed_out_run(api, world, server, env, workers)
+        running: ApiServer | None = None
+        try:
+            with api_process(env, world.url) as api:
+                running = api
+                denied_id = _denied_run(api, world, server, env, workers)
+                _hostile_decisions(api, denied_id)
+                _approved_run_survives_a_killed_worker(api, world, server, env, tmp_path,
+                                                       workers, denied_id)
+                _timed_out_run(api, world, server, env, workers)
+        except BaseException:
+            print(_all_logs(workers, running))  # shown by pytest with the failure
+            raise
 
 
 def _denied_run(api: ApiServer, world: RepoWorld, server: ScriptedModelServer,
@@ -235,7 +281,10 @@ def _approved_run_survives_a_killed_worker(api: ApiServer, world: RepoWorld,
         assert [e["id"] for e in first if e["id"] == execution_id] == [execution_id]
         listed = client.get(f"/api/executions/{execution_id}/approvals").json()
     assert [a["status"] for a in listed["approvals"]] == ["pending"]  # still, after the kill
-    workers.append(start_worker(env, tmp_path / "worker-b.log", "--concurrency", "1"))
+    # the next worker's approvals time out after 2 s (scenario 3); this one's was requested
+    # under worker-a's default timeout and stays pending until decided
+    timed_env = {**env, "STUDIO_APPROVAL_TIMEOUT_S": "2"}
+    workers.append(start_worker(timed_env, tmp_path / "worker-b.log", "--concurrency", "1"))
     response = _decide(api, execution_id, approval["id"], {"decision": "approve"})
     assert response.status_code == 200 and response.json()["resumed"] is True, response.text
     row = wait_final(api, execution_id, timeout=240)

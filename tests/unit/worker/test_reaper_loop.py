@@ -3,6 +3,9 @@ interval comes from the runtime setting, read after each pass."""
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sqlite3
 from datetime import timedelta
 
 from sqlalchemy import update
@@ -59,3 +62,48 @@ def test_the_thread_runs_passes_until_stopped(worker_settings: StudioSettings,
         loop.join(30)
     assert not loop.is_alive()
     assert sent[:2] == [expired, expired]  # sent again, once per bound, until claimed
+
+
+def _database_fds(path: str) -> list[str]:
+    found = []
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/self/fd/{fd}").startswith(path):
+                found.append(fd)
+    return found
+
+
+def test_no_database_connection_is_open_across_a_fork(worker_settings: StudioSettings,
+                                                      worker_db: Database) -> None:
+    """The worker's main process forks its pool with the reaper thread running: a pool process
+    that inherits an open SQLite connection (worse, one in a transaction) may find the database
+    busy for good. Each child forked here, while passes run every 0.05 s, has no descriptor of
+    the database open and writes to it at once."""
+    SettingsRepository(worker_db).set("reaper_interval_s", 0.05)
+    worker_db.dispose()
+    path = str(worker_settings.database_url.get_secret_value()).removeprefix(  # type: ignore[union-attr]
+        "sqlite:///")
+    loop = ReaperLoop(worker_settings, lambda _: None)
+    loop.start()
+    try:
+        while loop.passes < 2:
+            loop.join(0.05)
+        for _ in range(10):
+            pid = os.fork()
+            if pid == 0:  # the child: report through the exit code only
+                code = 3 if _database_fds(path) else 0
+                if code == 0:
+                    engine = sqlite3.connect(path, timeout=5)
+                    try:
+                        engine.execute("BEGIN IMMEDIATE")
+                        engine.execute("ROLLBACK")
+                    except sqlite3.Error:
+                        code = 4
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            assert os.waitstatus_to_exitcode(status) == 0
+            loop.join(0.03)
+    finally:
+        loop.stop()
+        loop.join(30)
+    assert not loop.is_alive() and loop.passes >= 2

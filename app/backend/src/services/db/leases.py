@@ -60,14 +60,20 @@ class LeaseStore:
             )
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
-    def release(self, execution_id: str, owner: str, epoch: int) -> None:
-        """Give the lease up (nothing happens when it is no longer ours)."""
+    def release(self, execution_id: str, owner: str, epoch: int,
+                status: ExecutionStatus | None = None) -> None:
+        """Give the lease up (nothing happens when it is no longer ours); with ``status``, the
+        execution takes it in the same statement (no one sees that status with the lease
+        still held)."""
+        values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
+        if status is not None:
+            values["status"] = status
         with self.db.session() as session:
             session.execute(
                 update(NodeExecution)
                 .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
                        NodeExecution.lease_epoch == epoch)
-                .values(lease_owner=None, lease_expires_at=None)
+                .values(**values)
             )
 
     def current_epoch(self, execution_id: str) -> int | None:

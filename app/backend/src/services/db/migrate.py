@@ -94,7 +94,10 @@ def is_current(engine: Engine) -> bool:
     if heads is None:
         return False
     try:
-        with engine.connect() as connection:
+        # a deferred transaction (``studio_read_only``, see services.db.session): on SQLite a
+        # WAL reader neither waits for a writer nor blocks one, so a process opening a busy
+        # database does not queue for the write lock (up to the busy timeout) to read this
+        with engine.execution_options(studio_read_only=True).connect() as connection:
             current = {str(row[0]) for row in
                        connection.execute(text("SELECT version_num FROM alembic_version"))}
     except SQLAlchemyError:

@@ -135,6 +135,7 @@ class DurableRun:
         self.lease = lease
         self.sinks = list(sinks)
         self.keep_workspace = keep_workspace
+        self.awaiting = False  # paused for an approval: see _await_approval
         self.id = lease.execution_id
         self.author = GitAuthor(settings.git_author_name, settings.git_author_email)
         self.redactor = Redactor.from_settings(settings)
@@ -329,8 +330,12 @@ class DurableRun:
     # -- the end ------------------------------------------------------------------------------
     def _await_approval(self, pause: PauseRun, branch: str | None) -> ExecutionOutcome:
         """The loop paused for approval ``pause.approval_id``: the execution waits, holding no
-        lease (released when this attempt returns); a decision dispatches it again."""
-        self.lease.update(status=ExecutionStatus.AWAITING_APPROVAL)
+        lease; a decision dispatches it again. ``awaiting_approval`` is set with the lease's
+        release, once this attempt is done (its workspace released): set earlier, a decision
+        made meanwhile would queue the execution while this process still holds the lease, the
+        new attempt's claim would fail and the execution would sit queued until the reaper's
+        ``queued_timeout_s``."""
+        self.awaiting = True
         log.info("execution %s waits for approval %s", self.id, pause.approval_id)
         return ExecutionOutcome(self.id, "awaiting_approval",
                                 ExecutionStatus.AWAITING_APPROVAL, branch=branch,
@@ -443,16 +448,19 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
             return ExecutionOutcome(execution_id, "already_running", status,
                                     message="execution is already running elsewhere")
         lease = Lease(store, execution_id, owner, epoch, timings, renewed_at=claimed_at)
+        durable: DurableRun | None = None
         try:
             with Heartbeat(lease, on_lapse):
-                return DurableRun(database, settings, lease, sinks, keep_workspace).run()
+                durable = DurableRun(database, settings, lease, sinks, keep_workspace)
+                return durable.run()
         except StaleLease:
             log.warning("execution %s: lease epoch %d lost; this process stops", execution_id,
                         epoch)
             return ExecutionOutcome(execution_id, "lease_lost",
                                     message="the lease was taken over; this process stopped")
         finally:
-            lease.release()
+            waits = durable is not None and durable.awaiting
+            lease.release(ExecutionStatus.AWAITING_APPROVAL if waits else None)
     finally:
         if own_db:
             database.dispose()

@@ -43,6 +43,7 @@ from services.db.journal import StaleLease
 from services.db.leases import LeaseStore, stale
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, DatabaseError
+from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 
@@ -106,8 +107,9 @@ class Lease:
             self.lost.set()
             raise
 
-    def release(self) -> None:
-        self.store.release(self.execution_id, self.owner, self.epoch)
+    def release(self, status: ExecutionStatus | None = None) -> None:
+        """Give the lease up (with ``status``, set in the same fenced statement)."""
+        self.store.release(self.execution_id, self.owner, self.epoch, status)
 
 
 LapseHandler = Callable[["Lease"], None]

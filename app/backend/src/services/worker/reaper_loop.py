@@ -9,11 +9,19 @@ ignored (see :mod:`~services.worker.admission`).
 
 The pass runs in the worker's main process, not as a task: with ``prefetch_multiplier = 1`` and
 every pool slot busy with a long execution, a ``studio.reap`` message would wait behind them.
+
+That main process forks the prefork pool's processes (at start, and whenever one is replaced).
+SQLite must not be open across a fork: a pool process forked while the reaper held a
+transaction inherits SQLite's lock bookkeeping and finds the database busy for good (every task
+it took failed with ``database is locked``). So the loop never has a connection open when the
+process forks: a fork waits for the pass under way to end, then the loop's connections are
+closed (the next pass opens new ones).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -45,17 +53,33 @@ class ReaperLoop(threading.Thread):
         self._dispatch_node = dispatch_node  # paused flowchart nodes, once the switch is off
         self._stopping = threading.Event()
         self.passes = 0
+        # held during a pass and across a fork of this process (reentrant: a pass may fork)
+        self._no_fork = threading.RLock()
+        self._db: Database | None = None
+        os.register_at_fork(before=self._before_fork, after_in_parent=self._no_fork.release,
+                            after_in_child=self._no_fork.release)
+
+    def _before_fork(self) -> None:
+        self._no_fork.acquire()
+        if self._db is not None:
+            self._db.dispose()  # no SQLite connection open across the fork
 
     def stop(self) -> None:
         self._stopping.set()
 
     def run(self) -> None:
-        db = open_database(self._settings)
+        with self._no_fork:
+            db = self._db = open_database(self._settings)
+            db.dispose()
         try:
             while not self._stopping.is_set():
-                self._stopping.wait(self.run_pass(db))
+                with self._no_fork:
+                    interval = self.run_pass(db)
+                self._stopping.wait(interval)
         finally:
-            db.dispose()
+            with self._no_fork:
+                self._db = None
+                db.dispose()
 
     def run_pass(self, db: Database) -> float:
         """One pass; answers the interval to wait before the next."""
