@@ -106,14 +106,23 @@ def _paused(status: str, paused_reason: str | None) -> bool:
     return status == ExecutionStatus.QUEUED and paused_reason is not None
 
 
+FINALIZE_TAIL = 64
+"""How far back :func:`_ensure_finished_event` looks for the loop's ``finished`` before the
+finalization's events."""
+
+
 def _ensure_finished_event(db: Database, execution_id: str) -> None:
     """Append a ``finished`` event when the journal does not end with one."""
     repository = ExecutionRepository(db)
     row = repository.get(execution_id)
     if row is None or _paused(row.status, row.paused_reason):
         return
-    last = repository.events(execution_id, after_seq=max(row.event_seq - 1, 0))
-    if last and last[-1].kind == AgentEventKind.FINISHED.value:
+    # the loop's ``finished`` may be followed by the finalization's steps (commit, push, pull
+    # request, their retries): those do not make the journal unfinished
+    tail = repository.events(execution_id, after_seq=max(row.event_seq - FINALIZE_TAIL, 0))
+    while tail and tail[-1].kind == AgentEventKind.FINALIZE.value:
+        tail.pop()
+    if tail and tail[-1].kind == AgentEventKind.FINISHED.value:
         return
     error = ({"code": row.error_code, "message": row.error_message}
              if row.error_code else None)
