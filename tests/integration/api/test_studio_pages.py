@@ -333,7 +333,8 @@ def test_a_flowchart_graph_renders_and_its_node_states_change_during_a_run(
     screenshot(browser, "flowchart-run-finished")
     browser.find_element(By.CSS_SELECTOR, 'a.node-link[data-node-id="fix"]').click()
     wait(browser).until(lambda d: text(d, "run-status") == "succeeded")
-    assert "sleep 3" in text(browser, "conversation")
+    # the status comes from the execution's row, the conversation from its event stream
+    wait(browser).until(lambda d: "sleep 3" in text(d, "conversation"))
 
 
 def _setting_row(driver: WebDriver, key: str) -> dict[str, str]:
