@@ -45,7 +45,7 @@ from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
@@ -260,13 +260,15 @@ def msa_venv(root: Path, reuse: Path | None) -> Path:
 def mini_swe_agent(n: int, python: Path, workspace: Path) -> Measure:
     with served(n, msa_script) as server:
         started = time.perf_counter()
-        process = subprocess.Popen(
-            [str(python), "-c", MSA_DRIVER, server.url, str(n), str(workspace)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env={**os.environ, "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
-                 "LITELLM_LOG": "ERROR"})
-        rss, cpu = _watch(process)
-        _, err = process.communicate()
+        with _output_files() as (out_file, err_file):
+            process = subprocess.Popen(
+                [str(python), "-c", MSA_DRIVER, server.url, str(n), str(workspace)],
+                stdout=out_file, stderr=err_file, text=True,
+                env={**os.environ, "MSWEA_CONFIGURED": "true", "MSWEA_SILENT_STARTUP": "1",
+                     "LITELLM_LOG": "ERROR"})
+            rss, cpu = _watch(process)
+            process.wait()
+            err = _read(err_file)
     if process.returncode != 0 and len(server.times) != n + 1:
         raise RuntimeError(f"mini-swe-agent failed: {err[-3000:]}")
     first = server.times[0] - started if server.times else float("nan")
@@ -314,6 +316,19 @@ def studio_env(root: Path, db_url: str, sandbox: str, url: str) -> dict[str, str
     return env
 
 
+@contextmanager
+def _output_files() -> Iterator[tuple[IO[str], IO[str]]]:
+    """Files for a measured process's output: a pipe nobody reads while ``_watch`` samples
+    would fill up (64 KiB) and stop a long run mid-way."""
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        yield out, err
+
+
+def _read(file: IO[str]) -> str:
+    file.seek(0)
+    return file.read()
+
+
 def _rss_mib(pid: int) -> float:
     try:
         with open(f"/proc/{pid}/status") as status:
@@ -337,13 +352,15 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
                            check=True, capture_output=True, timeout=300)
         started = time.perf_counter()
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
-        process = subprocess.Popen(
-            [sys.executable, *profiler, "-m", "services.cli", "run", TASK,
-             "--workspace", str(workspace), "--provider", provider,
-             "--max-iterations", str(n + 10), "--json"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        rss, cpu = _watch(process)
-        out, err = process.communicate()
+        with _output_files() as (out_file, err_file):
+            process = subprocess.Popen(
+                [sys.executable, *profiler, "-m", "services.cli", "run", TASK,
+                 "--workspace", str(workspace), "--provider", provider,
+                 "--max-iterations", str(n + 10), "--json"],
+                env=env, stdout=out_file, stderr=err_file, text=True)
+            rss, cpu = _watch(process)
+            process.wait()
+            err = _read(err_file)
     if process.returncode != 0:
         raise RuntimeError(f"{label} ({db}, {sandbox}) failed: {err[-3000:]}")
     first = server.times[0] - started if server.times else float("nan")
