@@ -26,6 +26,7 @@ from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger
 from services.db.session import Database, dialect_insert, dialect_name
+from services.db.step_reads import StepReads
 from services.execution.errors import ErrorCode
 
 MICROS = 1_000_000
@@ -77,10 +78,11 @@ class DbBudget:
 
     def __init__(
         self, db: Database, execution_id: str, repository: str, daily_limit_usd: float,
-        *, journal: DbEventSink | None = None,
+        *, journal: DbEventSink | None = None, reads: StepReads | None = None,
     ) -> None:
         self._db = db
         self._journal = journal
+        self._reads = reads
         self.execution_id = execution_id
         self.repository = repository
         self.limit_micros = to_micros(daily_limit_usd)
@@ -106,7 +108,11 @@ class DbBudget:
             charge.apply(connection)
 
     def spent_today(self) -> tuple[int, int]:
-        """``(admitted, overflow)`` micro-dollars for today."""
+        """``(admitted, overflow)`` micro-dollars for today (from the loop's shared read when
+        it has one: see :mod:`services.db.step_reads`)."""
+        if self._reads is not None:
+            state = self._reads.read("budget")
+            return state.spent_micros, state.overflow_micros
         with self._db.read_connection() as connection:  # Core: read before every model call
             row = connection.execute(_SPENT, {"p_repository": self.repository,
                                               "p_day": today()}).one_or_none()

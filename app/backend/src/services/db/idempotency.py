@@ -3,27 +3,40 @@
 Envelopes live in the ``tool_calls`` evidence row of ``(execution_id, call_id)``; the first
 ``put`` wins and later ones change nothing, so a call dispatched again after a crash gets the
 recorded envelope back. The stored (and returned) envelope is redacted.
+
+Given the loop's buffered journal (``journal=``), a ``put`` rides along with the journal's next
+commit, the one of the call's ``tool_result`` event that the loop emits right after it: the
+call's record and its result are then one transaction (as in a durable execution, see
+:mod:`services.runs.checkpoints`), instead of a transaction of their own.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from services.db.checkpoints import CallWrite
 from services.db.evidence import record_tool_call, recorded_envelope
+from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.settings import get_settings
 
 
 class DbIdempotencyStore:
-    def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
+    def __init__(self, db: Database, redactor: Redactor | None = None, *,
+                 journal: DbEventSink | None = None) -> None:
         self._db = db
         self._redactor = redactor or Redactor.from_settings(get_settings())
+        self._journal = journal
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
         return recorded_envelope(self._db, execution_id, call_id)
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
         redacted = self._redactor.data(envelope)
+        if self._journal is not None:
+            self._journal.defer(execution_id, CallWrite(execution_id, call_id, redacted,
+                                                        None, None, None))
+            return
         with self._db.transaction() as connection:
             record_tool_call(connection, execution_id, call_id, envelope=redacted)

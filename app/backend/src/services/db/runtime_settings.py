@@ -123,10 +123,12 @@ class SettingsRepository:
                 row.value = value
         return value
 
-    def all(self) -> dict[str, Any]:
-        """Every known key with its effective value."""
-        with self._db.read_connection() as connection:  # Core: a loop reads it every cycle
-            stored = {str(key): value for key, value in connection.execute(_ALL)}
+    def all(self, stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Every known key with its effective value (from ``stored``, the rows as a loop's
+        shared read saw them, when given)."""
+        if stored is None:
+            with self._db.read_connection() as connection:  # Core
+                stored = {str(key): value for key, value in connection.execute(_ALL)}
         return {key: stored.get(key, spec.default) for key, spec in RUNTIME_SETTINGS.items()}
 
     def described(self) -> list[dict[str, Any]]:
@@ -139,9 +141,11 @@ class SettingsRepository:
                  "default": spec.default, "type": spec.type.__name__, "help": spec.help}
                 for key, spec in RUNTIME_SETTINGS.items()]
 
-    def limits(self, overrides: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The default limits, with per-node or per-run ``overrides`` (validated) on top."""
-        current = self.all()
+    def limits(self, overrides: dict[str, Any] | None = None, *,
+               stored: dict[str, Any] | None = None) -> dict[str, Any]:
+        """The default limits, with per-node or per-run ``overrides`` (validated) on top;
+        ``stored``: as :meth:`all`."""
+        current = self.all(stored)
         merged = {key: current[key] for key in LIMIT_KEYS}
         for key, value in (overrides or {}).items():
             if key in LIMIT_KEYS and value is not None:

@@ -39,6 +39,7 @@ from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.db.step_reads import StepReads
 from services.execution.approvals import PauseRun
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
@@ -299,11 +300,13 @@ class DurableRun:
             author=self.author, redactor=self.redactor, owner=self.lease.owner,
             last_sha256=latest.sha256 if latest is not None else None,
             journal=journal if buffered else None)
+        reads = StepReads(self.db, self.id, request.budget_key)
+        control = DbRunControl(self.db, self.id, reads=reads)
         wiring = LoopWiring.build(
             self.db, self.id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides}, store=store, journal=journal,
-            control=DiskGuard(LeaseControl(DbRunControl(self.db, self.id), self.lease), ws),
-            spent=_spent(events))
+            control=DiskGuard(LeaseControl(control, self.lease), ws), spent=_spent(events),
+            reads=reads)
         wiring.gate = approval_gate(self.db, self.settings, self.id, request.approval_policy,
                                     self.redactor)
         wiring.resume_pending = paused_for_approval(events)

@@ -29,6 +29,7 @@ from services.db.mcp_servers import secret_values
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.db.step_reads import StepReads
 from services.execution.agent_profile import AgentProfile, ModelChoice
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.approvals import ApprovalGate
@@ -90,17 +91,26 @@ class LoopWiring:
     @classmethod
     def build(cls, db: Database, execution_id: str, repository: str, limits: dict[str, Any],
               overrides: dict[str, Any], *, store: IdempotencyStore, journal: EventSink,
-              control: RunControl, spent: UsageTotals | None = None) -> LoopWiring:
+              control: RunControl, spent: UsageTotals | None = None,
+              reads: StepReads | None = None) -> LoopWiring:
         """The wiring with the repository's daily budget and the recorded ``limits``, refreshed
-        before every call from the runtime settings under the execution's ``overrides``."""
+        before every call from the runtime settings under the execution's ``overrides``.
+
+        ``reads``: the execution's shared read before each call (its run control's too, so
+        that one statement answers the control, the limits and the budget)."""
         settings_repo = SettingsRepository(db)
+
+        def refresh() -> AgentLimits:
+            stored = reads.read("limits").settings if reads is not None else None
+            return agent_limits(settings_repo.limits(overrides, stored=stored))
+
         return cls(
             store=store, journal=journal, control=control,
             budget=DbBudget(db, execution_id, repository,
                             float(limits["repo_daily_budget_usd"]),
-                            journal=journal if isinstance(journal, DbEventSink) else None),
-            limits=agent_limits(limits),
-            refresh_limits=lambda: agent_limits(settings_repo.limits(overrides)), spent=spent,
+                            journal=journal if isinstance(journal, DbEventSink) else None,
+                            reads=reads),
+            limits=agent_limits(limits), refresh_limits=refresh, spent=spent,
         )
 
 

@@ -25,6 +25,7 @@ from services.db.idempotency import DbIdempotencyStore
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.db.step_reads import StepReads
 from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
@@ -114,14 +115,18 @@ class ExecutionService:
             git_author_email=self.settings.git_author_email,
         )
         legacy = runtime_choice(snapshot).runtime == LEGACY_RUNTIME
+        # the loop's journal commits at the points resume needs and is flushed by the loop;
+        # the legacy runtime writes each event as it comes
+        journal = DbEventSink(self.db, self.redactor, buffered=not legacy)
+        reads = StepReads(self.db, execution_id, request.budget_key)
         wiring = LoopWiring.build(
             self.db, execution_id, request.budget_key, limits,
             {**request.node_config, **request.limit_overrides},
-            store=DbIdempotencyStore(self.db, self.redactor),  # MCP secrets join it below
-            # the loop's journal commits at the points resume needs and is flushed by the loop;
-            # the legacy runtime writes each event as it comes
-            journal=DbEventSink(self.db, self.redactor, buffered=not legacy),
-            control=DbRunControl(self.db, execution_id))
+            # MCP secrets join the redactor below; a call's record rides the journal's commit
+            store=DbIdempotencyStore(self.db, self.redactor,
+                                     journal=journal if not legacy else None),
+            journal=journal, control=DbRunControl(self.db, execution_id, reads=reads),
+            reads=reads)
         # in place there is no resume to wait for: ``require`` is refused like ``deny``
         wiring.gate = approval_gate(self.db, self.settings, execution_id,
                                     request.approval_policy, self.redactor, can_wait=False)

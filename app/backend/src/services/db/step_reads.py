@@ -1,0 +1,97 @@
+"""What a loop reads before each model or tool call, in one statement.
+
+Before a model call the engine asks the run control (kill switch, cancellation), refreshes its
+limits from the runtime settings and checks the repository's daily budget; before a tool call,
+the run control and the budget again. Each was a read of its own (four statements before a model
+call, three before a tool call: on PostgreSQL a round trip each). :class:`StepReads` answers all
+of them from one ``SELECT`` (the cancel flag, today's spend and every runtime setting).
+
+Freshness: a consumer (``control``, ``limits``, ``budget``) reads from the latest snapshot only if
+it has not read that snapshot yet and the snapshot is younger than :data:`MAX_AGE_S`; otherwise it
+reads anew. The engine always asks the run control first, so the control reads fresh, and the
+limits and the budget asked right after it share that read: each check still sees the database as
+it is at the check, never a value it has already seen.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from sqlalchemy import Table, bindparam, literal_column, select, true
+
+from services.db.base import utcnow
+from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting
+from services.db.session import Database
+
+MAX_AGE_S = 0.5
+Consumer = Literal["control", "limits", "budget"]
+
+_SETTINGS: Table = RuntimeSetting.__table__  # type: ignore[assignment]
+_EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
+LEDGER: Table = BudgetLedger.__table__  # type: ignore[assignment]
+_ONE = select(literal_column("1").label("one")).subquery("one")
+_CANCEL = (select(_EXECUTIONS.c.cancel_requested)
+           .where(_EXECUTIONS.c.id == bindparam("p_id")).scalar_subquery())
+_SPEND_KEY = ((LEDGER.c.repository == bindparam("p_repository"))
+              & (LEDGER.c.day == bindparam("p_day")))
+_SPENT = select(LEDGER.c.spent_micros).where(_SPEND_KEY).scalar_subquery()
+_OVERFLOW = select(LEDGER.c.overflow_micros).where(_SPEND_KEY).scalar_subquery()
+_READ = (
+    select(_CANCEL.label("cancel"), _SPENT.label("spent"), _OVERFLOW.label("overflow"),
+           _SETTINGS.c.key, _SETTINGS.c.value)
+    .select_from(_ONE.outerjoin(_SETTINGS, true()))
+)
+
+
+@dataclass(frozen=True)
+class StepState:
+    """The database as one read saw it."""
+
+    cancel_requested: bool
+    spent_micros: int
+    overflow_micros: int
+    settings: dict[str, Any]  # the stored runtime settings (defaults not applied)
+    read_at: float = 0.0
+
+
+@dataclass
+class StepReads:
+    """One execution's reads before its calls, shared by its run control, limits and budget."""
+
+    db: Database
+    execution_id: str
+    repository: str
+    max_age_s: float = MAX_AGE_S
+    statements: int = 0  # reads made (the benchmark and the tests count them)
+    _latest: StepState | None = None
+    _seen: set[str] = field(default_factory=set)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def read(self, consumer: Consumer) -> StepState:
+        """The state for ``consumer``: the latest read if it has not seen it and it is fresh,
+        else a new read."""
+        with self._lock:
+            latest = self._latest
+            if (latest is not None and consumer not in self._seen
+                    and time.monotonic() - latest.read_at < self.max_age_s):
+                self._seen.add(consumer)
+                return latest
+            state = self._read()
+            self._latest, self._seen = state, {consumer}
+            return state
+
+    def _read(self) -> StepState:
+        with self.db.read_connection() as connection:
+            rows = connection.execute(_READ, {
+                "p_id": self.execution_id, "p_repository": self.repository,
+                "p_day": utcnow().date()}).all()
+        self.statements += 1
+        first = rows[0]
+        return StepState(
+            cancel_requested=bool(first.cancel),
+            spent_micros=int(first.spent or 0), overflow_micros=int(first.overflow or 0),
+            settings={str(row.key): row.value for row in rows if row.key is not None},
+            read_at=time.monotonic())
