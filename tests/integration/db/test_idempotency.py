@@ -38,3 +38,19 @@ def test_recorded_envelope_is_redacted(db: Database) -> None:
     recorded = store.get(execution_id, "1-0")
     assert recorded is not None
     assert recorded["result"] == {"text": f"saw {REDACTED}"}
+
+
+def test_a_new_call_costs_no_read_and_earlier_records_are_found(db: Database) -> None:
+    from tests.integration.db.test_step_reads import statements
+
+    execution_id = new_execution(db)
+    earlier = DbIdempotencyStore(db, Redactor())  # an earlier attempt's process
+    earlier.put(execution_id, "1-0", _envelope("1-0", "first"))
+    store = DbIdempotencyStore(db, Redactor())
+    assert store.get(execution_id, "1-0") == _envelope("1-0", "first")  # read on resume
+    with statements(db.engine) as sent:
+        assert store.get(execution_id, "2-0") is None
+        assert store.get(execution_id, "3-0") is None
+    assert not [s for s in sent if s.lstrip().upper().startswith("SELECT")], sent
+    store.put(execution_id, "2-0", _envelope("2-0", "second"))
+    assert store.get(execution_id, "2-0") == _envelope("2-0", "second")  # its own, read back

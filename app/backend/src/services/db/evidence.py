@@ -146,3 +146,35 @@ def recorded_envelope(db: Database, execution_id: str, call_id: str) -> dict[str
             return None
         (envelope,) = hydrate(connection, execution_id, [envelope])
     return dict(envelope)
+
+
+_CALL_IDS = select(_TOOL_CALLS.c.call_id).where(
+    _TOOL_CALLS.c.execution_id == bindparam("p_execution_id"))
+
+
+class RecordedCalls:
+    """Which calls of an execution may hold a recorded envelope, so that a store asks the
+    database only for those.
+
+    The calls recorded before this process started are read once, on the first question about
+    an execution (one statement; on a resume, the calls of the earlier attempts); the calls this
+    process records are added as it records them. Any other call id cannot have a record: the
+    execution's lease gives it to one process at a time, and the journal's fenced commit of the
+    call's ``tool_call`` event, made just before the call runs, stops a process that lost it.
+    So a new call costs no read, and a call seen before is read as it is stored."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+        self._known: dict[str, set[str]] = {}
+
+    def may_exist(self, execution_id: str, call_id: str) -> bool:
+        known = self._known.get(execution_id)
+        if known is None:
+            with self._db.read_connection() as connection:
+                known = self._known[execution_id] = {
+                    str(found) for found in connection.execute(
+                        _CALL_IDS, {"p_execution_id": execution_id}).scalars()}
+        return call_id in known
+
+    def add(self, execution_id: str, call_id: str) -> None:
+        self._known.setdefault(execution_id, set()).add(call_id)

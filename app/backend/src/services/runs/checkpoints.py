@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from services.db.checkpoints import CallWrite, Checkpoint, CheckpointRepository
+from services.db.evidence import RecordedCalls
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -95,6 +96,7 @@ class CheckpointingToolStore:
                  max_bytes: int = MAX_PATCH_BYTES, last_sha256: str | None = None,
                  journal: DbEventSink | None = None) -> None:
         self.records = CheckpointRepository(db)
+        self.recorded = RecordedCalls(db)
         self.journal = journal
         self.workspace = workspace
         self.base_commit = base_commit
@@ -125,6 +127,8 @@ class CheckpointingToolStore:
         return candidate if candidate.sha256 != self.last_sha256 else None
 
     def get(self, execution_id: str, call_id: str) -> dict[str, Any] | None:
+        if not self.recorded.may_exist(execution_id, call_id):
+            return None  # a new call: no read (see RecordedCalls)
         return self.records.envelope(execution_id, call_id)
 
     def put(self, execution_id: str, call_id: str, envelope: dict[str, Any]) -> None:
@@ -132,6 +136,7 @@ class CheckpointingToolStore:
         if (str(envelope.get("domain")), str(envelope.get("operation"))) not in READ_ONLY:
             checkpoint = self._checkpoint(execution_id)
         redacted = self.redactor.data(envelope)
+        self.recorded.add(execution_id, call_id)
         if self.journal is not None:
             self.journal.defer(execution_id, CallWrite(
                 execution_id, call_id, redacted, checkpoint, self.epoch, self.owner))
