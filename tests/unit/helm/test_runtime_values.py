@@ -17,7 +17,16 @@ from services.execution.network.allowlist import AllowlistError, parse_allowlist
 from services.executors.pod_manifest import build_job, job_to_dict
 from services.executors.selection import job_settings
 from services.settings import StudioSettings
-from tests.unit.helm.chart import CHART, NAMESPACE, notes, one, pod_specs, render
+from tests.unit.helm.chart import (
+    CHART,
+    NAMESPACE,
+    PRODUCTION_VALUES,
+    load_values,
+    notes,
+    one,
+    pod_specs,
+    render,
+)
 
 NAMES = ("STUDIO_RETENTION_DAYS", "STUDIO_APPROVAL_TIMEOUT_S", "STUDIO_SETUP_ALLOWLIST",
          "STUDIO_SETUP_TIMEOUT_S")
@@ -82,6 +91,13 @@ def test_the_values_reach_every_process_and_the_executor_job() -> None:
             kubernetes_validate.validate(obj, version, strict=True)
     report = helm_python.lint(CHART, values, strict=True, namespace=NAMESPACE)
     assert report["errors"] == [] and report["messages"] == []
+
+
+def test_the_production_example_prunes_and_reaches_its_package_index() -> None:
+    data = _config(load_values(PRODUCTION_VALUES))
+    assert data["STUDIO_RETENTION_DAYS"] == "90"
+    env = _pod_env(data)
+    assert "pypi.internal.example:3141" in env["STUDIO_SETUP_ALLOWLIST"].split(",")
 
 
 def test_the_notes_say_who_applies_the_retention() -> None:
