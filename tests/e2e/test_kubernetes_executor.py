@@ -292,7 +292,9 @@ class _World:
             "STUDIO_GITHUB_TOKEN",
             # the providers' auth modes (issue 16, cloud auth) and the setup phase's network
             "STUDIO_CLAUDE_AUTH", "STUDIO_GEMINI_AUTH", "STUDIO_CODEX_AUTH",
-            "STUDIO_SETUP_ALLOWLIST", "STUDIO_SETUP_TIMEOUT_S"}, names
+            "STUDIO_SETUP_ALLOWLIST", "STUDIO_SETUP_TIMEOUT_S",
+            # approvals pending inside the pod (services.runs.approvals)
+            "STUDIO_APPROVAL_TIMEOUT_S"}, names
         assert "STUDIO_BROKER_URL" not in names and "STUDIO_KUBECONFIG" not in names
 
     def _final(self, execution_id: str) -> dict[str, Any] | None:

@@ -86,6 +86,37 @@ def test_price_overrides_reach_the_executor_pod_as_json_the_pod_reads_back() -> 
     assert again.model_prices == {"gpt-5.1": {"input": 1.5, "output": 8.0, "cached_input": 0.1}}
 
 
+def _pod_env(settings: StudioSettings) -> dict[str, str]:
+    job = job_to_dict(build_job("0123456789abcdef", image="studio:1", namespace="ns",
+                                settings=job_settings(settings)))
+    container = job["spec"]["template"]["spec"]["containers"][0]
+    return {v["name"]: v["value"] for v in container["env"] if "value" in v}
+
+
+def test_the_approval_timeout_reaches_the_executor_pod_which_reads_it_back() -> None:
+    """An approval pending inside the pod (services.runs.approvals) times out after the
+    worker's STUDIO_APPROVAL_TIMEOUT_S, not the default."""
+    env = _pod_env(_kube(approval_timeout_s="3600"))
+    assert env["STUDIO_APPROVAL_TIMEOUT_S"] == "3600.0"
+    assert StudioSettings(approval_timeout_s=env["STUDIO_APPROVAL_TIMEOUT_S"]).approval_timeout_s \
+        == 3600.0
+    # unset: the pod gets the worker's own (the default), the same value either way
+    default = _pod_env(_kube())["STUDIO_APPROVAL_TIMEOUT_S"]
+    assert float(default) == StudioSettings().approval_timeout_s
+
+
+def test_the_setup_settings_reach_the_pod_an_empty_allowlist_included() -> None:
+    env = _pod_env(_kube(setup_allowlist="10.1.2.3:3141, .corp.example", setup_timeout_s="60"))
+    assert env["STUDIO_SETUP_ALLOWLIST"] == "10.1.2.3:3141,.corp.example"
+    assert env["STUDIO_SETUP_TIMEOUT_S"] == "60.0"
+    # "no host" is not "the default hosts": the empty list reaches the pod as such
+    empty = _pod_env(_kube(setup_allowlist=""))
+    assert empty["STUDIO_SETUP_ALLOWLIST"] == ""
+    assert StudioSettings(setup_allowlist=empty["STUDIO_SETUP_ALLOWLIST"]).setup_allowlist == []
+    # an empty list whose default is empty too stays out, as before
+    assert "STUDIO_GITHUB_GIT_ORIGINS" not in _pod_env(_kube())
+
+
 def test_a_kubeconfig_that_is_not_there_is_a_config_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as caught:
         kube_api_client(_kube(kubeconfig=tmp_path / "missing"))

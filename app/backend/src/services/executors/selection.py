@@ -43,8 +43,9 @@ FORWARDED_SETTINGS: tuple[str, ...] = (
     "env", "log_level", "github_api_url", "github_git_origins", "repo_allowed_hosts",
     "git_author_name", "git_author_email", "model_prices", "claude_auth", "gemini_auth",
     "codex_auth")
-# the setup phase runs in the executor's process (services.runs.setup_phase)
-FORWARDED_SETTINGS += ("setup_allowlist", "setup_timeout_s")
+# the setup phase runs in the executor's process (services.runs.setup_phase), and so does the
+# approval gate of its tool calls (services.runs.approvals)
+FORWARDED_SETTINGS += ("setup_allowlist", "setup_timeout_s", "approval_timeout_s")
 GITHUB_TOKEN_VARIABLE = "STUDIO_GITHUB_TOKEN"
 
 
@@ -57,9 +58,16 @@ def forwarded_environment(settings: StudioSettings) -> dict[str, str]:
                 plain[f"STUDIO_{name.upper()}"] = json.dumps(value, separators=(",", ":"))
             continue
         text = ",".join(value) if isinstance(value, list) else str(value)
-        if text:
+        if text or _empties_a_default(name):
             plain[f"STUDIO_{name.upper()}"] = text
     return plain
+
+
+def _empties_a_default(name: str) -> bool:
+    """Whether an empty value of setting ``name`` differs from its default: an empty
+    ``STUDIO_SETUP_ALLOWLIST`` (no host) must reach the pod as such, not fall back to the
+    default hosts there."""
+    return bool(StudioSettings.model_fields[name].get_default(call_default_factory=True))
 
 
 def trace_environment(environment: Mapping[str, str]) -> dict[str, str]:
