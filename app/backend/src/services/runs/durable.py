@@ -50,6 +50,7 @@ from services.execution.ports import (
     EventSink,
     GitAuth,
 )
+from services.execution.providers.profiles import prewarm
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git.runner import GitAuthor, run_git
 from services.repos.urls import validate_repo_url
@@ -165,6 +166,7 @@ class DurableRun:
             repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
             wiring = github_wiring(self.db, self.settings, request, repo)
             self.redactor.add(wiring.token)
+            prewarm(row.provider)  # the SDK's import overlaps the clone (git, not Python)
             with tracing.span("studio.provision", {"studio.execution_id": self.id,
                                                    "studio.resumed": row.base_commit is not None}):
                 ws = self._workspace(row, request, wiring.git_auth)

@@ -21,6 +21,10 @@ their names. A new provider is an adapter module plus one profile below.
 
 from __future__ import annotations
 
+import contextlib
+import importlib
+import sys
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -278,3 +282,30 @@ def provider_profile(name: str) -> ProviderProfile:
     if found is None:
         raise ConfigError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     return found
+
+
+#: The adapter module each builder imports (and with it the provider's SDK).
+ADAPTER_MODULES: Mapping[str, str] = {
+    "codex": "services.execution.providers.codex",
+    "gemini": "services.execution.providers.gemini",
+    "claude": "services.execution.providers.claude",
+}
+
+
+def prewarm(name: str) -> threading.Thread | None:
+    """Import ``name``'s adapter (its SDK: a few hundred milliseconds) in a background thread,
+    while the caller does work that waits on other processes (a workspace's ``git clone`` and
+    checkout), so that building the engine afterwards finds it loaded. Nothing else is done in
+    the thread; an import that fails there fails again, with its error, where the builder
+    imports it. Answers the thread (``None`` for a provider with nothing to import)."""
+    module = ADAPTER_MODULES.get(name)
+    if module is None or module in sys.modules:
+        return None
+
+    def load() -> None:
+        with contextlib.suppress(Exception):
+            importlib.import_module(module)
+
+    thread = threading.Thread(target=load, name=f"prewarm-{name}", daemon=True)
+    thread.start()
+    return thread
