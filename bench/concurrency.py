@@ -10,9 +10,12 @@ a marker, and a router step gives every execution its own script (``--steps`` co
 the gap between two consecutive requests of one execution.
 
 Reported per N: per-step p50 and p95 (all steps of all N executions), the wall time from the
-first dispatch to the last finish, executions per minute, and the executions that failed, with
+first dispatch to the last finish, executions per minute, the executions that failed, with
 whether any failed with a lock error (``database is locked``, ``deadlock``, ``could not obtain
-lock``, ``lock timeout``).
+lock``, ``lock timeout``), and the whole machine's CPU time per step between the round's first and
+last step (``/proc/stat``: the executions, PostgreSQL, the model server and git together). From
+the last, at N = 1, the script derives the lower bound of the average step at N = 8 on this
+machine's cores (8 x CPU per step / cores).
 
     python bench/concurrency.py                          # N = 1,2,4,8, 20 steps (~3 min)
     python bench/concurrency.py --ns 1,2 --steps 10      # quick
@@ -101,6 +104,39 @@ class Round:
     failed: int
     lock_errors: int
     errors: list[str]
+    # CPU time of the whole machine (every process: the executions, PostgreSQL, the model
+    # server, git) per step, between the round's first and last step
+    cpu_ms_per_step: float = float("nan")
+
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def _busy_s() -> float:
+    """The machine's busy CPU time so far (``/proc/stat``: all but idle and iowait)."""
+    with open("/proc/stat") as stat:
+        fields = [int(x) for x in stat.readline().split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / _TICK
+
+
+class CpuSampler(threading.Thread):
+    """The machine's busy CPU time every 20 ms, stamped with ``time.perf_counter``."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.samples: list[tuple[float, float]] = []
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            self.samples.append((time.perf_counter(), _busy_s()))
+            self.stop.wait(0.02)
+
+    def between(self, start: float, end: float) -> float:
+        def at(moment: float) -> float:
+            return min(self.samples, key=lambda sample: abs(sample[0] - moment))[1]
+
+        return at(end) - at(start) if self.samples else float("nan")
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -118,6 +154,8 @@ def run_round(n: int, steps: int, router: Router, settings_kwargs: dict[str, obj
         repo_url=url, pull_request=False, github_repo=REPO, slug="bench",
         limit_overrides={"max_iterations": steps + 10}), Redactor(), settings=settings)
         for key in keys]
+    sampler = CpuSampler()
+    sampler.start()
     started = time.perf_counter()
     for execution_id in ids:
         dispatch_execution(execution_id, settings)
@@ -130,8 +168,13 @@ def run_round(n: int, steps: int, router: Router, settings_kwargs: dict[str, obj
             break
         time.sleep(0.2)
     wall = time.perf_counter() - started
+    sampler.stop.set()
+    sampler.join(5)
     gaps = [(b - a) * 1000 for key in keys
             for a, b in zip(router.times[key], router.times[key][1:], strict=False)]
+    stamps = [t for key in keys for t in router.times[key]]
+    cpu_ms = (sampler.between(min(stamps), max(stamps)) * 1000 / len(gaps)
+              if gaps else float("nan"))
     errors = ["unfinished" if r is None else f"{r.status}: {r.error_code}: {r.error_message}"
               for r in rows if r is None or r.status != "succeeded"]
     db.dispose()
@@ -139,7 +182,7 @@ def run_round(n: int, steps: int, router: Router, settings_kwargs: dict[str, obj
                  p95_ms=_percentile(gaps, 0.95) if gaps else float("nan"), wall_s=wall,
                  per_minute=(n - len(errors)) / wall * 60, failed=len(errors),
                  lock_errors=sum(any(k.lower() in e.lower() for k in LOCK_ERRORS)
-                                 for e in errors), errors=errors[:5])
+                                 for e in errors), errors=errors[:5], cpu_ms_per_step=cpu_ms)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,10 +292,10 @@ def profile_one(steps: int, router: Router, settings_kwargs: dict[str, object],
 
 def report(rounds: list[Round]) -> None:
     print(f"\n{'N':>3} {'p50 ms':>8} {'p95 ms':>8} {'wall s':>8} {'exec/min':>9} {'failed':>7} "
-          f"{'lock err':>8}")
+          f"{'lock err':>8} {'cpu/step':>9}")
     for r in rounds:
         print(f"{r.n:3d} {r.p50_ms:8.1f} {r.p95_ms:8.1f} {r.wall_s:8.1f} {r.per_minute:9.1f} "
-              f"{r.failed:7d} {r.lock_errors:8d}")
+              f"{r.failed:7d} {r.lock_errors:8d} {r.cpu_ms_per_step:9.1f}")
     by_n = {r.n: r for r in rounds}
     print("targets:")
     if 1 in by_n and 2 in by_n:
@@ -263,6 +306,12 @@ def report(rounds: list[Round]) -> None:
         ratio = by_n[8].p95_ms / by_n[1].p50_ms
         print(f"  N=8 p95 {ratio:.2f}x the N=1 median (target <= 4): "
               f"{'met' if ratio <= 4 else 'MISSED'}")
+        cores = os.cpu_count() or 1
+        floor = 8 * by_n[1].cpu_ms_per_step / cores
+        print(f"    the machine's CPU per step at N=1 is {by_n[1].cpu_ms_per_step:.1f} ms (all "
+              f"processes): 8 executions on {cores} cores cannot step faster than "
+              f"8 x {by_n[1].cpu_ms_per_step:.1f} / {cores} = {floor:.1f} ms on average, "
+              f"{floor / by_n[1].p50_ms:.2f}x the N=1 median")
     locks = sum(r.lock_errors for r in rounds)
     print(f"  lock errors: {locks} (target 0): {'met' if locks == 0 else 'MISSED'}")
     print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")

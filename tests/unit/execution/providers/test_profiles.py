@@ -209,3 +209,26 @@ def test_the_api_takes_a_script_only_where_the_profile_needs_one() -> None:
         _check_script(body("replay", None))
     with pytest.raises(ApiError, match="replay_script is only for the replay provider"):
         _check_script(body("gemini", SCRIPT))
+
+
+def test_prewarm_imports_the_adapter_in_a_background_thread() -> None:
+    """In a fresh interpreter: the adapter (and its SDK) is loaded by the thread, not before;
+    a provider without an SDK and an adapter already loaded start no thread."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from services.execution.providers.profiles import prewarm\n"
+        "assert 'openai' not in sys.modules\n"
+        "assert prewarm('replay') is None and prewarm('no-such-provider') is None\n"
+        "thread = prewarm('codex')\n"
+        "assert thread is not None and thread.daemon\n"
+        "thread.join(60)\n"
+        "assert 'services.execution.providers.codex' in sys.modules and 'openai' in sys.modules\n"
+        "assert prewarm('codex') is None\n"
+        "print('ok')\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
