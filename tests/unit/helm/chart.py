@@ -72,3 +72,22 @@ def role_grants(objects: list[dict[str, Any]]) -> set[tuple[str, str, str]]:
                 for resource in rule["resources"]:
                     grants.update((group, resource, verb) for verb in rule["verbs"])
     return grants
+
+
+def schema_refusal(values: dict[str, Any]) -> str:
+    """The schema's message refusing ``values``; asserts that rendering refuses them too."""
+    chart = helm_python.Chart.load(CHART)
+    try:
+        try:
+            chart.validate_schema(values)
+        except helm_python.HelmError as refused:
+            message = str(refused)
+        else:
+            raise AssertionError(f"the schema accepted {values!r}")
+        try:
+            chart.render(values, name=RELEASE, namespace=NAMESPACE, is_install=True)
+        except helm_python.HelmError:
+            return message
+        raise AssertionError(f"the chart rendered {values!r}")
+    finally:
+        chart.close()

@@ -26,6 +26,7 @@ from tests.unit.helm.chart import (
     one,
     pod_specs,
     render,
+    schema_refusal,
 )
 
 NAMES = ("STUDIO_RETENTION_DAYS", "STUDIO_APPROVAL_TIMEOUT_S", "STUDIO_SETUP_ALLOWLIST",
@@ -173,14 +174,6 @@ def test_bad_values_are_refused_with_the_schemas_message(change: dict[str, Any],
 
 
 def _refused(change: dict[str, Any], message: str) -> None:
-    chart = helm_python.Chart.load(CHART)
-    try:
-        with pytest.raises(helm_python.HelmError) as refused:
-            chart.validate_schema(change)
-        with pytest.raises(helm_python.HelmError):
-            chart.render(change, name="studio", namespace=NAMESPACE, is_install=True)
-    finally:
-        chart.close()
-    assert message in str(refused.value)
+    assert message in schema_refusal(change)
     report = helm_python.lint(CHART, change, strict=True, namespace=NAMESPACE)
     assert report["errors"] or [m for m in report["messages"] if m["severity"] >= 3]
