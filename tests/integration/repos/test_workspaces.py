@@ -470,3 +470,59 @@ def test_a_resume_without_a_checkpoint_takes_the_old_attempts_directory_over(
     assert not old.root.exists() and new.root.name == "exec-big2+attempt-3"
     assert (new.path / "big.bin").read_bytes() == b"x" * 1000
     assert plain_git(new.path, "symbolic-ref", "--short", "HEAD") == old.branch
+
+
+def test_the_reaper_leaves_another_deployments_workspaces_alone(
+        remote: Remote, settings: StudioSettings, tmp_path: Path) -> None:
+    """Two installations on one host share a workspace root; each reaper knows only its own
+    executions, so a workspace it did not make is not an orphan to it."""
+    from pydantic import SecretStr
+
+    from services.repos.workspaces import deployment_mark
+
+    ours = settings.model_copy(update={"database_url": SecretStr(
+        "postgresql+psycopg://alice:pw-one@127.0.0.1:5432/studio_a")})
+    theirs = settings.model_copy(update={"database_url": SecretStr(
+        "postgresql://bob:pw-two@127.0.0.1:5432/studio_b")})
+    mine = provision_workspace("exec-ours", remote.url, base_branch=None,
+                               git_auth=auth_of(remote), settings=ours, slug="x", attempt=1)
+    other = provision_workspace("exec-theirs", remote.url, base_branch=None,
+                                git_auth=auth_of(remote), settings=theirs, slug="x", attempt=1)
+    root = mine.root.parent
+    legacy = root / "exec-old+attempt-1"  # an earlier release's marker: the execution id alone
+    legacy.mkdir()
+    (legacy / MARKER).write_text("exec-old\n")
+    garbage = root / "exec-garbage+attempt-1"  # a marker that is not text
+    garbage.mkdir()
+    (garbage / MARKER).write_bytes(b"\xff\xfe\x00deployment=\x00\n" * 50)
+    linked = root / "exec-linked+attempt-1"  # a marker that is a symlink is not followed
+    linked.mkdir()
+    (linked / MARKER).symlink_to(mine.root / MARKER)
+
+    marker = (mine.root / MARKER).read_text()
+    assert "pw-one" not in marker and "alice" not in marker and "127.0.0.1" not in marker
+    removed = reap_orphans(root, [], mark=deployment_mark(ours))
+    assert set(removed) == {mine.root, legacy, garbage}
+    assert other.root.is_dir() and linked.is_dir()
+    assert reap_orphans(root, [], mark=deployment_mark(theirs)) == [other.root]
+
+
+def test_a_deployment_is_its_database_not_its_credentials(settings: StudioSettings) -> None:
+    from pydantic import SecretStr
+
+    from services.repos.workspaces import deployment_mark
+
+    def mark(url: str | None) -> str:
+        return deployment_mark(settings.model_copy(
+            update={"database_url": SecretStr(url) if url is not None else None}))
+
+    same = {mark("postgresql://a:x@db.internal:5432/studio"),
+            mark("postgresql+psycopg://b:y@db.internal:5432/studio"),
+            mark("postgres://db.internal:5432/studio")}
+    assert len(same) == 1
+    others = {mark("postgresql://a:x@db.internal:5432/other"),
+              mark("postgresql://a:x@db2.internal:5432/studio"),
+              mark("postgresql://a:x@db.internal:6543/studio"),
+              mark("sqlite:////srv/a/studio.db"), mark("sqlite:////srv/b/studio.db"),
+              mark(None), mark("postgresql://h:notaport/studio")}
+    assert len(others) == 7 and not others & same

@@ -21,12 +21,15 @@ its own (:func:`cleanup`); a stale attempt cannot destroy the lease holder's wor
 attempt the old one's. Without an attempt (the CLI demo) it is ``<execution-id>/repo``, replaced
 when provisioned again. Each directory holds a ``.studio-workspace`` marker so
 :func:`reap_orphans` only ever deletes directories this module made, and only once their
-execution is no longer live. A workspace over its disk cap fails with ``budget_exceeded``
+execution is no longer live; the marker names the deployment (:func:`deployment_mark`), so a
+reaper leaves alone the workspaces of another installation sharing the root. A workspace over
+its disk cap fails with ``budget_exceeded``
 (:class:`WorkspaceDiskExceeded`); :func:`check_disk` re-checks it during a run.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import re
 import shutil
@@ -35,6 +38,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.ports import GitAuth, RunControl
@@ -54,12 +58,13 @@ log = logging.getLogger(__name__)
 __all__ = [
     "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
     "adopt_workspace", "attempt_directory", "borrowed_mirror", "check_disk", "cleanup",
-    "disk_room_check", "github_repo_from_url", "keep", "provision_workspace", "reap_orphans",
-    "remote_branch_sha", "slugify", "validate_repo_url",
+    "deployment_mark", "disk_room_check", "github_repo_from_url", "keep", "provision_workspace",
+    "reap_orphans", "remote_branch_sha", "slugify", "validate_repo_url",
 ]
 
 DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
 MARKER = ".studio-workspace"
+DEPLOYMENT_KEY = "deployment="
 MAX_SLUG = 40
 ATTEMPT_SEPARATOR = "+attempt-"  # "+" never occurs in an execution id (see _EXECUTION_ID)
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
@@ -101,6 +106,25 @@ def slugify(text: str) -> str:
 def workspace_root(settings: StudioSettings) -> Path:
     """Where execution directories live."""
     return settings.workspace_dir or Path(tempfile.gettempdir()) / "studio-workspaces"
+
+
+def deployment_mark(settings: StudioSettings) -> str:
+    """Which deployment made a workspace: a digest of its database's location (scheme, host,
+    port and database or file; never the credentials), written in the workspace's marker.
+
+    Two installations on one host share the default workspace root; each one's reaper knows only
+    its own executions, and must not take the other's live workspaces for orphans."""
+    configured = settings.database_url
+    raw = (configured.get_secret_value() if configured is not None
+           else f"sqlite:///{Path(settings.data_dir) / 'studio.db'}")
+    url = urlsplit(raw)
+    try:
+        port = url.port
+    except ValueError:  # not a port: the location is still told apart by the rest
+        port = None
+    scheme = url.scheme.split("+")[0].replace("postgresql", "postgres")
+    location = f"{scheme}://{url.hostname or ''}:{port or ''}{url.path}"
+    return hashlib.sha256(location.encode()).hexdigest()[:16]
 
 
 def default_mirror_cache(settings: StudioSettings) -> MirrorCache:
@@ -246,7 +270,8 @@ def provision_workspace(
     repo = validate_repo_url(repo_url, from_api=not allow_local)
     env = _auth_env(repo, git_auth)
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
-    root = _make_directory(workspace_root(settings), execution_id, attempt)
+    root = _make_directory(workspace_root(settings), execution_id, attempt,
+                           deployment_mark(settings))
     branch = f"studio/{execution_id}-{slugify(slug)}"
     try:
         base = (_checked_branch(root, base_branch) if base_branch is not None
@@ -277,7 +302,7 @@ def attempt_directory(root: Path, execution_id: str, attempt: int | None) -> Pat
     return root / name
 
 
-def _make_directory(root: Path, execution_id: str, attempt: int | None) -> Path:
+def _make_directory(root: Path, execution_id: str, attempt: int | None, mark: str) -> Path:
     directory = attempt_directory(root, execution_id, attempt)
     if attempt is None:
         shutil.rmtree(directory, ignore_errors=True)
@@ -288,7 +313,7 @@ def _make_directory(root: Path, execution_id: str, attempt: int | None) -> Path:
         raise ExecutionError(f"the directory of attempt {attempt} already exists",
                              code=ErrorCode.SUBSTRATE_ERROR,
                              details={"execution_id": execution_id, "attempt": attempt}) from None
-    (directory / MARKER).write_text(execution_id + "\n")
+    (directory / MARKER).write_text(f"{execution_id}\n{DEPLOYMENT_KEY}{mark}\n")
     return directory
 
 
@@ -386,10 +411,28 @@ def _execution_of(directory: Path) -> str:
     return directory.name.split(ATTEMPT_SEPARATOR, 1)[0]
 
 
+def _marked_by(directory: Path, mark: str | None) -> bool:
+    """The directory carries this module's marker, made by the deployment ``mark`` (a marker
+    without a deployment, from an earlier release, counts as any deployment's)."""
+    marker = directory / MARKER
+    if directory.is_symlink() or marker.is_symlink() or not marker.is_file():
+        return False
+    if mark is None:
+        return True
+    try:
+        lines = marker.read_text(errors="replace").splitlines()[:2]
+    except OSError:
+        return False
+    found = [line[len(DEPLOYMENT_KEY):] for line in lines if line.startswith(DEPLOYMENT_KEY)]
+    return not found or found[0] == mark
+
+
 def reap_orphans(root: Path,
-                 live_execution_ids: Iterable[str] | Callable[[], Iterable[str]]) -> list[Path]:
+                 live_execution_ids: Iterable[str] | Callable[[], Iterable[str]], *,
+                 mark: str | None = None) -> list[Path]:
     """Delete the workspace directories under ``root`` whose execution is no longer live; only
-    directories carrying this module's marker are touched. The deleted paths.
+    directories carrying this module's marker are touched, and given ``mark``
+    (:func:`deployment_mark`) only those its deployment made. The deleted paths.
 
     Pass the live ids as a callable: it is asked *after* the directories are listed, so an
     execution that started in between (its directory listed, its row missed) is never taken
@@ -397,8 +440,7 @@ def reap_orphans(root: Path,
     removed: list[Path] = []
     if not root.is_dir():
         return removed
-    candidates = [child for child in sorted(root.iterdir())
-                  if not child.is_symlink() and (child / MARKER).is_file()]
+    candidates = [child for child in sorted(root.iterdir()) if _marked_by(child, mark)]
     if not candidates:
         return removed
     ids = live_execution_ids() if callable(live_execution_ids) else live_execution_ids

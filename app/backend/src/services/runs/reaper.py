@@ -44,7 +44,7 @@ from services.db.session import Database
 from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
-from services.repos.workspaces import reap_orphans, workspace_root
+from services.repos.workspaces import deployment_mark, reap_orphans, workspace_root
 from services.runs.approvals import reap_approvals
 from services.runs.pauses import NodeRedispatch, redispatch_paused
 from services.settings import StudioSettings
@@ -115,8 +115,10 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
 
 def reap_workspaces(db: Database, settings: StudioSettings,
                     root: Path | None = None) -> list[Path]:
-    """Delete workspace directories of executions that are no longer live."""
-    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live)
+    """Delete workspace directories of executions that are no longer live (this deployment's
+    only: another installation on the host may share the root)."""
+    return reap_orphans(root or workspace_root(settings), LeaseStore(db).live,
+                        mark=deployment_mark(settings))
 
 
 def reap_retention(db: Database, settings: StudioSettings) -> int:
