@@ -484,3 +484,32 @@ def test_pending_approvals_are_decided_from_the_run_page(
         approvals = client.get(f"/api/executions/{approved}/approvals").json()["approvals"]
     assert [(a["status"], a["decided_by"]) for a in approvals] == [
         ("approved", "pages-reviewer")]
+
+
+def test_a_model_fallback_is_shown_on_the_run_page_as_text(
+    studio: ApiServer, browser: WebDriver
+) -> None:
+    """The journal's ``model_fallback`` event (which provider and model took over from which,
+    and why) is a line of the conversation; its fields are shown as text."""
+    from services.db.journal import DbEventSink
+    from services.db.session import Database, create_db_engine
+    from services.execution.ports import AgentEvent, AgentEventKind
+
+    execution_id = create(studio, fix_script())
+    wait_final(studio, execution_id)
+    db = Database(create_db_engine(studio.db_url))
+    try:
+        DbEventSink(db).emit(AgentEvent(AgentEventKind.MODEL_FALLBACK, execution_id, 2, {
+            "from": {"provider": "codex", "model": HOSTILE},
+            "to": {"provider": "gemini", "model": "gemini-2.5-pro"},
+            "reason": {"code": "provider_unavailable", "message": HOSTILE},
+            "position": 1}))
+    finally:
+        db.dispose()
+    login(browser, studio.url, studio.admin, f"#/runs/{execution_id}")
+    wait(browser).until(lambda d: text(d, "stream-state") == "ended")
+    notes = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#conversation .fallback")]
+    assert notes == [f"model fallback: codex ({HOSTILE}) → gemini (gemini-2.5-pro) after "
+                     f"provider_unavailable: {HOSTILE}"]
+    assert nothing_injected_ran(browser)
+    screenshot(browser, "run-page-model-fallback")

@@ -273,6 +273,12 @@
         if (data.total) this.usage(data.total);
       } else if (kind === "warning") {
         this.add(el("p", { class: "note warning" }, "warning: " + (data.message || "")));
+      } else if (kind === "model_fallback") {
+        const from = data.from || {}, to = data.to || {}, reason = data.reason || {};
+        this.add(el("p", { class: "note fallback" },
+          "model fallback: " + (from.provider || "") + " (" + (from.model || "") + ") → " +
+          (to.provider || "") + " (" + (to.model || "") + ") after " + (reason.code || "") +
+          (reason.message ? ": " + reason.message : "")));
       } else if (kind === "finished") {
         const result = data.result || {};
         this.add(el("p", { class: "note" }, data.outcome === "killswitch_engaged"
