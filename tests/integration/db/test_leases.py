@@ -125,6 +125,42 @@ def test_the_reaper_gives_up_on_an_execution_that_keeps_dying(db: Database) -> N
     assert store.claim(dying, "worker-late", 60.0) is None  # and nobody runs it again
 
 
+def test_attempts_that_ended_on_purpose_do_not_count_towards_max_attempts(
+        db: Database) -> None:
+    """Kill-switch pauses and waits for an approval give the lease up on purpose: an execution
+    paused twice and waiting once, then losing its process, is dispatched again; one that lost
+    its process as many times as ``max_attempts`` is failed."""
+    from services.db.pauses import PauseStore
+    from services.db.runtime_settings import SettingsRepository
+    from services.db.status import ExecutionStatus
+    from services.runs.reaper import reap_expired
+
+    SettingsRepository(db).set("max_attempts", 3)
+    store, pauses = LeaseStore(db), PauseStore(db)
+    patient, dying = new_execution(db), new_execution(db)
+    for attempt in (1, 2):  # paused by the kill switch twice
+        assert store.claim(patient, f"worker-{attempt}", 60.0) == attempt
+        pauses.pause(patient, attempt)
+    assert store.claim(patient, "worker-3", 60.0) == 3  # waits for an approval
+    store.release(patient, "worker-3", 3, ExecutionStatus.AWAITING_APPROVAL, yielded=True)
+    with db.session() as session:  # the approval decided: queued again
+        session.execute(text("UPDATE node_executions SET status = 'queued' WHERE id = :id"),
+                        {"id": patient})
+    assert store.claim(patient, "worker-4", 0.0) == 4  # this one lost its process
+    for attempt in range(3):
+        assert store.claim(dying, f"worker-{attempt}", 0.0) == attempt + 1
+    time.sleep(0.01)
+    dispatched: list[str] = []
+    assert reap_expired(db, dispatched.append) == [patient]
+    row = ExecutionRepository(db).get(patient)
+    assert row is not None and row.yielded_attempts == 3 and row.status != "failed"
+    row = ExecutionRepository(db).get(dying)
+    assert row is not None and row.status == "failed" and row.yielded_attempts == 0
+    store.release(dying, "someone-else", 3, yielded=True)  # not the holder: nothing counted
+    row = ExecutionRepository(db).get(dying)
+    assert row is not None and row.yielded_attempts == 0
+
+
 def test_a_dispatched_execution_never_claimed_is_found_once_per_bound(db: Database) -> None:
     """What the reaper re-dispatches when a worker took a message and died before the claim."""
     store = LeaseStore(db)

@@ -61,13 +61,16 @@ class LeaseStore:
             return bool(result.rowcount)  # type: ignore[attr-defined]
 
     def release(self, execution_id: str, owner: str, epoch: int,
-                status: ExecutionStatus | None = None) -> None:
+                status: ExecutionStatus | None = None, *, yielded: bool = False) -> None:
         """Give the lease up (nothing happens when it is no longer ours); with ``status``, the
         execution takes it in the same statement (no one sees that status with the lease
-        still held)."""
+        still held). ``yielded``: the attempt ends on purpose (it waits for an approval), so it
+        counts in ``yielded_attempts``, not against ``max_attempts``."""
         values: dict[str, Any] = {"lease_owner": None, "lease_expires_at": None}
         if status is not None:
             values["status"] = status
+        if yielded:
+            values["yielded_attempts"] = NodeExecution.yielded_attempts + 1
         with self.db.session() as session:
             session.execute(
                 update(NodeExecution)

@@ -4,6 +4,8 @@ While the kill switch is engaged nothing new starts: a running execution stops b
 model or tool call and goes back to ``queued`` (:meth:`PauseStore.pause`, fenced by its lease
 epoch, which also gives the lease up), and a queued one a worker picks up stays queued
 (:meth:`PauseStore.hold`). Both are marked ``paused_reason = 'killswitch'`` with ``paused_at``.
+A paused attempt counts as yielded (``yielded_attempts``), not lost: the reaper's ``max_attempts``
+does not count it.
 
 Once the kill switch is released, :meth:`PauseStore.due` hands each paused execution out for
 dispatch, stamping ``dispatched_at`` in the same statement, so the release command, the API and
@@ -62,7 +64,8 @@ class PauseStore:
                 update(NodeExecution)
                 .where(NodeExecution.id == execution_id, NodeExecution.lease_epoch == epoch)
                 .values(status=ExecutionStatus.QUEUED, paused_reason=PAUSED_BY_KILLSWITCH,
-                        paused_at=now, lease_owner=None, lease_expires_at=None, updated_at=now))
+                        paused_at=now, lease_owner=None, lease_expires_at=None, updated_at=now,
+                        yielded_attempts=NodeExecution.yielded_attempts + 1))
             if not result.rowcount:  # type: ignore[attr-defined]
                 raise StaleLease(f"lease epoch {epoch} of execution {execution_id} is no longer "
                                  "current", details={"execution_id": execution_id,

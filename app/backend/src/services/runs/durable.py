@@ -465,7 +465,7 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
                                     message="the lease was taken over; this process stopped")
         finally:
             waits = durable is not None and durable.awaiting
-            lease.release(ExecutionStatus.AWAITING_APPROVAL if waits else None)
+            lease.release(ExecutionStatus.AWAITING_APPROVAL if waits else None, yielded=waits)
     finally:
         if own_db:
             database.dispose()

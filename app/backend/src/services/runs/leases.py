@@ -107,9 +107,10 @@ class Lease:
             self.lost.set()
             raise
 
-    def release(self, status: ExecutionStatus | None = None) -> None:
-        """Give the lease up (with ``status``, set in the same fenced statement)."""
-        self.store.release(self.execution_id, self.owner, self.epoch, status)
+    def release(self, status: ExecutionStatus | None = None, *, yielded: bool = False) -> None:
+        """Give the lease up (with ``status``, set in the same fenced statement; ``yielded``:
+        see :meth:`LeaseStore.release`)."""
+        self.store.release(self.execution_id, self.owner, self.epoch, status, yielded=yielded)
 
 
 LapseHandler = Callable[["Lease"], None]

@@ -62,8 +62,9 @@ def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[
     is left alone: its message waits for a free worker slot, or, lost, is sent again once that
     bound has passed.
 
-    An execution that already had ``max_attempts`` attempts (its lease epoch) is not dispatched
-    again: it crashed its process every time, so it is failed (and its stream ended) instead.
+    An execution that already lost ``max_attempts`` attempts (its lease epoch, less the attempts
+    that ended on purpose: kill-switch pauses and waits for an approval) is not dispatched again:
+    it lost its process every time, so it is failed (and its stream ended) instead.
     """
     store = LeaseStore(db)
     settings = SettingsRepository(db)
@@ -72,8 +73,8 @@ def reap_expired(db: Database, dispatch: Dispatch, *, limit: int = 100) -> list[
     dispatched = []
     for execution_id in store.expired_to_resend(resend_after_s, limit=limit):
         row = ExecutionRepository(db).get(execution_id)
-        if row is not None and row.lease_epoch >= max_attempts:
-            give_up(db, execution_id, row.lease_epoch)
+        if row is not None and row.lease_epoch - (row.yielded_attempts or 0) >= max_attempts:
+            give_up(db, execution_id, row.lease_epoch - (row.yielded_attempts or 0))
             continue
         log.info("reaper: the lease of %s expired; dispatching it again", execution_id)
         record.reaper_dispatch("expired")

@@ -62,6 +62,9 @@ class NodeExecution(Base):
     event_seq: Mapped[int] = mapped_column(Integer, default=0)
     lease_owner: Mapped[str | None] = mapped_column(String(255))
     lease_epoch: Mapped[int] = mapped_column(Integer, default=0)
+    # attempts that ended on purpose (a kill-switch pause, a wait for an approval), not by a
+    # lost process: the reaper's ``max_attempts`` counts only the others (see runs.reaper)
+    yielded_attempts: Mapped[int] = mapped_column(Integer, default=0, server_default="0")
     lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     dispatched_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     # ``killswitch`` while the kill switch holds the execution back, queued (see db.pauses)
