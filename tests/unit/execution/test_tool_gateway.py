@@ -100,3 +100,19 @@ def test_the_stop_reason_becomes_the_verdict(tmp_path: Path, reason: str,
     assert (verdict.outcome, verdict.code, verdict.message, verdict.final_text) == (
         expected.outcome, expected.code, expected.message, expected.final_text)
     assert verdict.extra == {"transcript_path": None, "turns": 2}
+
+
+def test_a_session_ended_by_a_pause_for_approval_concludes_with_the_pause(
+        tmp_path: Path) -> None:
+    """The CLI's end (``interrupted``) can be seen before the gateway's raise reaches the
+    engine: the verdict is then the pause itself, never an interrupted session's error."""
+    from services.execution.approvals import PauseRun
+    from services.execution.messages import ToolCall
+
+    gw, _, _ = gateway(tmp_path)
+    pause = PauseRun("appr-1", ToolCall(call_id="c1", tool_name="command_run",
+                                        domain="command", operation="run", args={}))
+    gw.pause = pause
+    with pytest.raises(PauseRun) as raised:
+        gw.conclude(session("interrupted"))
+    assert raised.value is pause

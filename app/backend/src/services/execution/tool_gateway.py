@@ -86,11 +86,16 @@ class LoopToolGateway:
         await self.engine.interrupt()
 
     def conclude(self, session: SessionOutcome) -> SessionVerdict:
-        """Map the session's end to a verdict (a guard's stop wins over the CLI's reason)."""
+        """Map the session's end to a verdict (a guard's stop wins over the CLI's reason; a
+        pause for an approval is raised, :class:`PauseRun`, as when the engine re-raises it)."""
         extra = {"transcript_path": session.transcript_path, "turns": session.turns}
         if self.stop is not None:
             return SessionVerdict(self.stop.outcome, self.stop.code, self.stop.message,
                                   extra=extra)
+        if self.pause is not None:
+            # the session ended because a call waits for an approval: the CLI's end can be
+            # seen before the gateway's raise reaches the engine (it awaits the interrupt)
+            raise self.pause
         outcome, code = STOP_REASON_OUTCOMES.get(session.stop_reason,
                                                  (Outcome.ERROR, ErrorCode.PROVIDER_UNAVAILABLE))
         if outcome is Outcome.FINISHED:
