@@ -9,8 +9,8 @@ of them from one ``SELECT`` (the cancel flag, today's spend and every runtime se
 Freshness: a consumer (``control``, ``limits``, ``budget``) reads from the latest snapshot only if
 it has not read that snapshot yet and the snapshot is younger than :data:`MAX_AGE_S`; otherwise it
 reads anew. The engine always asks the run control first, so the control reads fresh, and the
-limits and the budget asked right after it share that read: each check still sees the database as
-it is at the check, never a value it has already seen.
+limits and the budget asked right after it share that read: each check sees the database as of
+that moment's read (made just before it), never a value it has already seen.
 """
 
 from __future__ import annotations
