@@ -1,7 +1,8 @@
 """The fixtures every integration test may ask for by name (pytest finds them here).
 
 * databases: ``pg_admin``, ``postgres_url`` (the session's migrated PostgreSQL database),
-  ``fresh_pg_url`` (an empty one per test), ``postgres_db``, ``sqlite_db`` and ``db`` (each test
+  ``fresh_pg_url`` (an empty one per test), ``db_url`` (a migrated one per test, SQLite then
+  PostgreSQL), ``postgres_db``, ``sqlite_db`` and ``db`` (each test
   once on SQLite, once on PostgreSQL); helpers in :mod:`tests.integration.databases`;
 * ``redis_broker``: a Redis database of the test's own on the real broker (helpers in
   :mod:`tests.integration.celery_fixtures`);
@@ -34,6 +35,21 @@ from tests.integration.databases import (
 from tests.integration.mcp_fixtures import stdio_server_entry, write_mcp_config
 from tests.support.mcp_servers import running_http_server
 from tests.support.settings import sqlite_settings
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """An empty migrated database per test, SQLite then PostgreSQL (for the real CLI, or a
+    worker or API process, to open by URL)."""
+    if request.param == "sqlite":
+        path = tmp_path / "studio.db"
+        open_database(sqlite_settings(path)).dispose()  # migrated, as a CLI would
+        yield f"sqlite:///{path}"
+        return
+    admin: str = request.getfixturevalue("pg_admin")
+    url = create_migrated_pg_database(admin)
+    yield url
+    drop_pg_database(admin, url)
 
 
 @pytest.fixture(scope="session")

@@ -24,10 +24,9 @@ from services.flowcharts.graph import parse_graph
 from services.flowcharts.service import FlowchartRunService
 from services.runs.approvals import decide_approval, reap_approvals
 from services.settings import StudioSettings
-from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 from tests.integration.flowcharts.graphs import agent, edges, final, node
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
-from tests.support.settings import sqlite_settings, studio_settings
+from tests.support.settings import studio_settings
 
 MARK = ["sh", "-c", "echo ran > gated.txt"]
 SCRIPT: dict[str, Any] = {"turns": [
@@ -43,20 +42,6 @@ Sent = list[tuple[str, str]]
 def world(tmp_path: Path) -> Iterator[RepoWorld]:
     with repo_world(tmp_path) as world:
         yield world
-
-
-@pytest.fixture(params=["sqlite", "postgres"])
-def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """An empty migrated database, SQLite then PostgreSQL."""
-    if request.param == "sqlite":
-        path = tmp_path / "studio.db"
-        open_database(sqlite_settings(path)).dispose()
-        yield f"sqlite:///{path}"
-        return
-    admin: str = request.getfixturevalue("pg_admin")
-    url = create_migrated_pg_database(admin)
-    yield url
-    drop_pg_database(admin, url)
 
 
 @pytest.fixture
