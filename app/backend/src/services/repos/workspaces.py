@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from services.db.session import resolve_url
 from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 from services.execution.tool_domains.git.runner import GitAuthor, empty_home, run_git
@@ -114,15 +115,12 @@ def deployment_mark(settings: StudioSettings) -> str:
 
     Two installations on one host share the default workspace root; each one's reaper knows only
     its own executions, and must not take the other's live workspaces for orphans."""
-    configured = settings.database_url
-    raw = (configured.get_secret_value() if configured is not None
-           else f"sqlite:///{Path(settings.data_dir) / 'studio.db'}")
-    url = urlsplit(raw)
+    url = urlsplit(resolve_url(settings))
     try:
         port = url.port
     except ValueError:  # not a port: the location is still told apart by the rest
         port = None
-    scheme = url.scheme.split("+")[0].replace("postgresql", "postgres")
+    scheme = url.scheme.split("+")[0]
     location = f"{scheme}://{url.hostname or ''}:{port or ''}{url.path}"
     return hashlib.sha256(location.encode()).hexdigest()[:16]
 
