@@ -16,7 +16,8 @@ AUDIT = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 
 
 def _verdict(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int = 0) -> int:
-    """Run ``program`` on one ``struct seccomp_data`` (classic BPF: LD ABS, JEQ/JGE/JSET, RET)."""
+    """Run ``program`` on one ``struct seccomp_data`` (classic BPF: LD ABS, AND, JEQ/JGE/JSET,
+    RET)."""
     padded = (*args, *([0] * (6 - len(args))))
     data = struct.pack("=iIQ6Q", nr, arch, 0, *padded)
     insns = [struct.unpack_from("=HBBI", program, i) for i in range(0, len(program), 8)]
@@ -25,6 +26,9 @@ def _verdict(program: bytes, nr: int, args: tuple[int, ...] = (), arch: int = 0)
         code, jt, jf, k = insns[pc]
         if code == 0x20:
             acc = struct.unpack_from("=I", data, k)[0]
+            pc += 1
+        elif code == 0x54:  # ALU AND K
+            acc &= k
             pc += 1
         elif code == 0x06:
             return int(k)
@@ -71,3 +75,43 @@ def test_the_filter_for(machine: str) -> None:
 def test_an_unknown_architecture_is_refused() -> None:
     with pytest.raises(ValueError):
         build_program("riscv64")
+
+
+SOCKET_CALLS = {  # socket, socketpair, listen, sendto (flags at 3), sendmsg (2), sendmmsg (3)
+    "x86_64": (41, 53, 50, ((44, 3), (46, 2), (307, 3))),
+    "aarch64": (198, 199, 201, ((206, 3), (211, 2), (269, 3))),
+}
+EACCES = 0x00050000 | errno.EACCES
+AF_UNIX, AF_INET, AF_INET6, AF_NETLINK, AF_PACKET, AF_VSOCK = 1, 2, 10, 16, 17, 40
+STREAM, DGRAM, RAW, SEQPACKET = 1, 2, 3, 5
+NONBLOCK_CLOEXEC = 0o4000 | 0o2000000
+
+
+@pytest.mark.parametrize("machine", ["x86_64", "aarch64"])
+def test_the_offline_filter_allows_tcp_sockets_and_connected_pairs_only(machine: str) -> None:
+    arch = AUDIT[machine]
+    socket_nr, pair_nr, listen_nr, sends = SOCKET_CALLS[machine]
+    offline, plain = build_program(machine, offline=True), build_program(machine)
+    allowed = [(AF_INET, STREAM, 0), (AF_INET6, STREAM | NONBLOCK_CLOEXEC, 6)]
+    refused = [(AF_UNIX, STREAM, 0), (AF_UNIX, DGRAM | NONBLOCK_CLOEXEC, 0),
+               (AF_INET, DGRAM, 0), (AF_INET6, DGRAM, 17), (AF_INET, STREAM, 262),  # MPTCP
+               (AF_INET, RAW, 1), (AF_INET, SEQPACKET, 132), (AF_NETLINK, RAW, 0),
+               (AF_PACKET, RAW, 0), (AF_VSOCK, STREAM, 0), (AF_UNIX | 1 << 32, STREAM, 0)]
+    for args in allowed:
+        assert _verdict(offline, socket_nr, args, arch) == ALLOW, args
+    for args in refused:
+        assert _verdict(offline, socket_nr, args, arch) == EACCES, args
+        assert _verdict(plain, socket_nr, args, arch) == ALLOW, args  # bubblewrap's stays
+    for kind, verdict in ((STREAM, ALLOW), (SEQPACKET | NONBLOCK_CLOEXEC, ALLOW),
+                          (DGRAM, EACCES), (DGRAM | NONBLOCK_CLOEXEC, EACCES)):
+        assert _verdict(offline, pair_nr, (AF_UNIX, kind, 0), arch) == verdict, kind
+    assert _verdict(offline, listen_nr, (3, 8), arch) == EACCES
+    assert _verdict(offline, 438, (3, 4, 0), arch) == EACCES  # pidfd_getfd
+    assert _verdict(plain, listen_nr, (3, 8), arch) == ALLOW
+    for nr, index in sends:
+        fastopen = tuple(0x20000000 if i == index else 0 for i in range(6))
+        assert _verdict(offline, nr, fastopen, arch) == EACCES, nr
+        assert _verdict(offline, nr, (3, 0, 0, 0x40, 0, 0), arch) == ALLOW, nr
+    # the rest of the filter is unchanged
+    assert _verdict(offline, DENIED[machine][0], arch=arch) == EPERM
+    assert _verdict(offline, READ[machine], arch=arch) == ALLOW

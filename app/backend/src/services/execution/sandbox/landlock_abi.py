@@ -10,7 +10,9 @@ The ruleset made here handles, besides file access (the rights of :mod:`landlock
 :func:`confine_child` runs in the forked child before ``exec``: it applies the ruleset, sets
 no-new-privileges, drops every capability (bounding set, ambient, effective, permitted and
 inheritable: a root harness's child keeps none, and ``exec`` cannot give them back), then loads
-the seccomp filter of :mod:`~services.execution.sandbox.seccomp`.
+the offline variant of the seccomp filter of :mod:`~services.execution.sandbox.seccomp` (no Unix
+socket, no UDP, no socket family but TCP: Landlock does not cover them, and the command shares
+the harness's network namespace).
 """
 
 from __future__ import annotations
@@ -130,7 +132,7 @@ def _drop_capabilities(last_cap: int, machine: str) -> None:
 
 
 def _load_seccomp() -> None:
-    program = host_program()
+    program = host_program(offline=True)
     buffer = ctypes.create_string_buffer(program, len(program))
     fprog = _SockFprog(len(program) // 8, ctypes.cast(buffer, ctypes.c_void_p))
     _check(_libc().prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0),
