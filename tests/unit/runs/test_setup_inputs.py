@@ -19,8 +19,12 @@ from services.execution.sandbox.egress import egress_sandbox
 from services.execution.sandbox.selection import LandlockSandbox, NoSandbox
 from services.executors.selection import forwarded_environment
 from services.flowcharts.graph import AgentConfig
-from services.repos.dependency_caches import dependency_cache
-from services.repos.urls import validate_repo_url
+from services.repos.dependency_caches import (
+    dependency_caches,
+    repository_scope,
+    request_scope,
+)
+from services.repos.urls import ValidatedRepo, validate_repo_url
 from services.runs.request import ExecutionRequest
 from services.runs.setup_file import repository_setup_commands
 from services.runs.setup_phase import blocked_note, execution_policy
@@ -126,16 +130,24 @@ def test_sandboxes_that_cannot_enforce_the_allowlist_are_refused(tmp_path: Path)
         assert caught.value.code == "sandbox_unavailable"
 
 
-def test_each_repository_has_its_own_cache(tmp_path: Path) -> None:
-    settings = studio_settings(tmp_path)
-    def cache(url: str) -> Path:
-        return dependency_cache(settings, validate_repo_url(url, from_api=True))
+def test_each_repository_branch_and_writer_has_its_own_cache(tmp_path: Path) -> None:
+    caches = dependency_caches(studio_settings(tmp_path))
 
-    one = cache(REPO)
-    same = cache("https://GitHub.com/acme/widgets/")
-    other = cache("https://github.com/acme/gadgets")
-    assert one == same != other and one.parent == other.parent
-    assert one.stat().st_mode & 0o777 == 0o700
+    def repo(url: str) -> ValidatedRepo:
+        return validate_repo_url(url, from_api=True)
+
+    main = repository_scope(repo(REPO), "main")
+    assert main == repository_scope(repo("https://GitHub.com/acme/widgets/"), "main")
+    request = request_scope(repo(REPO), "main", ["make deps"], ["example.org"])
+    others = {repository_scope(repo("https://github.com/acme/gadgets"), "main").key,
+              repository_scope(repo(REPO), "evil").key,
+              request.key, request_scope(repo(REPO), "evil", ["make deps"], ["example.org"]).key,
+              request_scope(repo(REPO), "main", ["make deps", "true"], ["example.org"]).key,
+              request_scope(repo(REPO), "main", ["make deps"], []).key}
+    assert main.key not in others and len(others) == 6
+    with caches.use(main) as one, caches.use(request) as two:
+        assert one != two and one.parent.parent == two.parent.parent == caches.root
+        assert one.parent.stat().st_mode & 0o777 == 0o700
 
 
 def test_the_pull_request_section_cannot_be_broken_out_of() -> None:

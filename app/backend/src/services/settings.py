@@ -127,6 +127,11 @@ class StudioSettings(BaseSettings):
         "pypi.org", "files.pythonhosted.org", "registry.npmjs.org"])
     # Seconds each setup command may run before its process tree is killed (the setup fails).
     setup_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
+    # The setup phase's dependency caches (services.repos.dependency_caches): at most this many
+    # MiB together (least recently used removed first) and none unused for longer than this many
+    # days.
+    dependency_cache_max_mb: int = Field(default=10_240, ge=1, le=16 * 1024 * 1024)
+    dependency_cache_max_age_days: int = Field(default=14, ge=1, le=3650)
 
     # How each provider authenticates (services.execution.providers.cloud_auth lists what each
     # mode reads from the SDKs' own variables).

@@ -205,7 +205,7 @@ class DurableRun:
         if run is None:
             # the setup phase, then the loop offline or through the egress proxy
             with controlled_phases(self.settings, request, ws.path, ctx,
-                                   self._journal_event) as loop_ctx:
+                                   self._journal_event, base_branch=ws.base_branch) as loop_ctx:
                 if runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
                     run = self._legacy(row, request, ws, loop_ctx, events)
                 else:

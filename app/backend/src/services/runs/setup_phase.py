@@ -7,8 +7,10 @@ then the request's ``setup``) or asks for ``network: "allowlist"``, it starts th
 (:class:`~services.execution.network.proxy.EgressProxy`, policy: ``STUDIO_SETUP_ALLOWLIST`` plus
 the request's ``network_allowlist``) and builds the egress sandbox over this process's
 bubblewrap sandbox (:mod:`services.execution.sandbox.egress`; another sandbox mode is refused
-with ``sandbox_unavailable``), with the repository's dependency cache
-(:mod:`services.repos.dependency_caches`) bound in.
+with ``sandbox_unavailable``). Each setup command gets the dependency cache of its writer
+(:mod:`services.repos.dependency_caches`) bound in: the repository's commands the cache of the
+repository and base branch, the request's commands one of their own (repository, base branch,
+those commands). The agent phase never gets a cache, whatever its network.
 
 Each setup command runs with ``/bin/sh -c`` in the workspace, with the command domain's
 scrubbed environment (no secret of the harness) plus the proxy variables, one at a time, each
@@ -28,7 +30,7 @@ import dataclasses
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -41,7 +43,12 @@ from services.execution.sandbox.egress import EgressSandbox, egress_sandbox
 from services.execution.tool_domains.command.process import CommandOutcome, run_prepared
 from services.execution.tool_domains.command.tools import command_environment
 from services.execution.tool_domains.context import ToolDomainContext
-from services.repos.dependency_caches import dependency_cache
+from services.repos.dependency_caches import (
+    CacheScope,
+    dependency_caches,
+    repository_scope,
+    request_scope,
+)
 from services.repos.urls import validate_repo_url
 from services.runs.request import ExecutionRequest
 from services.runs.setup_file import repository_setup_commands
@@ -77,13 +84,13 @@ def execution_policy(settings: StudioSettings, request: ExecutionRequest) -> Egr
 class ControlledNetwork:
     """The proxy and egress sandbox of one execution's controlled phases (a context manager)."""
 
-    def __init__(self, policy: EgressPolicy, base: Any, cache_dir: Path | None, *,
+    def __init__(self, policy: EgressPolicy, base: Any, *,
                  resolver: Resolver = system_resolver) -> None:
         self.directory = Path(tempfile.mkdtemp(prefix="studio-egress-"))
         self.proxy = EgressProxy(policy, self.directory / "proxy.sock", resolver=resolver)
         self._reported = (0, 0, 0)
         try:
-            self.sandbox: EgressSandbox = egress_sandbox(base, self.proxy, cache_dir)
+            self.sandbox: EgressSandbox = egress_sandbox(base, self.proxy, None)
             self.proxy.start()
         except BaseException:
             shutil.rmtree(self.directory, ignore_errors=True)
@@ -155,14 +162,17 @@ def _tail(outcome: CommandOutcome) -> str:
 
 
 def run_setup(commands: Sequence[SetupCommand], network: ControlledNetwork, workspace: Path,
-              emit: Emit, *, timeout_s: float, cap: int) -> None:
-    """Run each command to its end; raises ``setup_failed`` at the first that fails."""
+              emit: Emit, *, timeout_s: float, cap: int,
+              caches: Mapping[str, Path] | None = None) -> None:
+    """Run each command to its end, with the cache of its source (``caches``) bound in; raises
+    ``setup_failed`` at the first that fails."""
     for index, step in enumerate(commands):
+        sandbox = network.sandbox.using_cache((caches or {}).get(step.source))
         base = {"index": index, "source": step.source, "command": step.command}
         emit(AgentEventKind.SETUP, {**base, "status": "started"})
         before = len(network.proxy.snapshot()[0])
         with tempfile.TemporaryDirectory(prefix="studio-setup-", ignore_cleanup_errors=True) as t:
-            prepared = network.sandbox.prepare(["/bin/sh", "-c", step.command],
+            prepared = sandbox.prepare(["/bin/sh", "-c", step.command],
                                                workspace=workspace, cwd=workspace,
                                                env=command_environment({}, Path(t)))
             network.proxy.label = step.command[:500]
@@ -190,31 +200,58 @@ def run_setup(commands: Sequence[SetupCommand], network: ControlledNetwork, work
     emit(AgentEventKind.NETWORK, network.report("setup"))
 
 
+def cache_scopes(request: ExecutionRequest, commands: Sequence[SetupCommand],
+                 base_branch: str) -> dict[str, CacheScope]:
+    """The cache of each source that has commands: the repository's is the repository's and
+    base branch's, the request's its own (see :mod:`services.repos.dependency_caches`)."""
+    repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
+    sources = {step.source for step in commands}
+    scopes: dict[str, CacheScope] = {}
+    if "repository" in sources:
+        scopes["repository"] = repository_scope(repo, base_branch)
+    if "request" in sources:
+        scopes["request"] = request_scope(repo, base_branch, request.setup,
+                                          request.network_allowlist)
+    return scopes
+
+
+@contextlib.contextmanager
+def _setup_caches(settings: StudioSettings, scopes: Mapping[str, CacheScope]
+                  ) -> Iterator[dict[str, Path]]:
+    """Each scope's cache directory, held until the setup phase ends."""
+    caches = dependency_caches(settings)
+    with contextlib.ExitStack() as stack:
+        try:
+            held = {source: stack.enter_context(caches.use(scope))
+                    for source, scope in scopes.items()}
+        except OSError as exc:
+            raise ExecutionError(f"the dependency cache cannot be used: {exc}",
+                                 code=ErrorCode.SUBSTRATE_ERROR) from None
+        yield held
+
+
 @contextlib.contextmanager
 def controlled_phases(settings: StudioSettings, request: ExecutionRequest, workspace: Path,
-                      ctx: ToolDomainContext, emit: Emit, *,
+                      ctx: ToolDomainContext, emit: Emit, *, base_branch: str,
                       resolver: Resolver = system_resolver) -> Iterator[ToolDomainContext]:
     """Run the setup phase (if any), then yield the context the agent phase runs with."""
     commands = setup_commands(request, workspace)
     if not commands and request.network != "allowlist":
         yield ctx
         return
-    repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
-    try:
-        cache = dependency_cache(settings, repo)
-    except OSError as exc:
-        raise ExecutionError(f"the dependency cache cannot be used: {exc}",
-                             code=ErrorCode.SUBSTRATE_ERROR) from None
-    network = ControlledNetwork(execution_policy(settings, request), ctx.sandbox, cache,
+    scopes = cache_scopes(request, commands, base_branch)
+    network = ControlledNetwork(execution_policy(settings, request), ctx.sandbox,
                                 resolver=resolver)
     try:
         if commands:
-            run_setup(commands, network, workspace, emit, timeout_s=settings.setup_timeout_s,
-                      cap=ctx.output_cap_bytes)
+            with _setup_caches(settings, scopes) as caches:
+                run_setup(commands, network, workspace, emit,
+                          timeout_s=settings.setup_timeout_s, cap=ctx.output_cap_bytes,
+                          caches=caches)
         if request.network != "allowlist":
             yield ctx
             return
-        yield dataclasses.replace(ctx, sandbox=network.sandbox)
+        yield dataclasses.replace(ctx, sandbox=network.sandbox)  # no cache bound in
         # after the loop's own end (an exception, such as a lost lease, skips it: nothing more
         # may be journaled then)
         emit(AgentEventKind.NETWORK, network.report("agent"))

@@ -9,8 +9,10 @@ has only a loopback interface) plus:
   ``127.0.0.1:RELAY_PORT`` of the sandbox and carries each connection to the proxy;
 * ``HTTP_PROXY``/``HTTPS_PROXY`` (both spellings) and ``npm_config_proxy``/``https-proxy``
   naming the relay, so ordinary tools use it; a tool that does not simply has no network;
-* the repository's dependency cache (when there is one) bound read-write at :data:`CACHE_DIR`,
-  with ``PIP_CACHE_DIR``, ``npm_config_cache`` and ``XDG_CACHE_HOME`` pointing into it.
+* in the setup phase only, the dependency cache of the command's writer (when there is one,
+  :mod:`services.repos.dependency_caches`; :meth:`EgressSandbox.using_cache`) bound read-write
+  at :data:`CACHE_DIR`, with ``PIP_CACHE_DIR``, ``npm_config_cache`` and ``XDG_CACHE_HOME``
+  pointing into it. The agent phase's sandbox has none.
 
 Only bubblewrap can give a command a network namespace of its own: under Landlock or without a
 sandbox a command shares the harness's network, so an allowlist could not be enforced and
@@ -64,6 +66,10 @@ class EgressSandbox:
         if not relay.exists():
             relay.write_bytes(Path(relay_module.__file__).read_bytes())
         self.directory = directory
+
+    def using_cache(self, cache_dir: Path | None) -> EgressSandbox:
+        """The same sandbox (same proxy) with ``cache_dir`` bound in instead."""
+        return EgressSandbox(self.base, self.proxy, cache_dir)
 
     @property
     def mode(self) -> str:
