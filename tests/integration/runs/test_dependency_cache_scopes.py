@@ -103,23 +103,22 @@ def test_no_branch_request_or_agent_plants_a_file_in_another_writers_cache(
     with repo_world(tmp_path, {".studio/setup.json": MAIN_SETUP}) as world:
         _push_branch(world, "evil", {".studio/setup.json": EVIL_SETUP})
         first = _execute(world, tmp_path, setup=(VICTIM,))
-        assert _seen(first, "main") == set() and _seen(first, "request") == set()
         # the hostile writers
         _execute(world, tmp_path, base_branch="evil")
-        hostile = _execute(world, tmp_path, setup=(f"touch {CACHE}/planted-by-request",))
-        assert _seen(hostile, "main") == {"left-by-main"}  # same writer: its own file
+        _execute(world, tmp_path, setup=(f"touch {CACHE}/planted-by-request",))
         agent = _execute(world, tmp_path, network="allowlist", calls=(AGENT_PLANT,))
-        [planting] = [d["envelope"]["result"] for kind, d in agent if kind == "tool_result"
-                      and "exit_code" in d["envelope"].get("result", {})]
-        assert planting["exit_code"] != 0 and "planted" not in planting["stdout"], planting
-        assert "cache-var=\n" in planting["stdout"], planting  # no cache variable either
         # the victim: main's setup file and the same request as the first execution's
         victim = _execute(world, tmp_path, setup=(VICTIM,))
-    # positive control: each writer's listing shows what that writer left before
+    # the witness: nothing any other writer planted
+    assert "planted" not in _setup_output(victim), _setup_output(victim)
+    [planting] = [d["envelope"]["result"] for kind, d in agent if kind == "tool_result"
+                  and "exit_code" in d["envelope"].get("result", {})]
+    assert planting["exit_code"] != 0 and "planted" not in planting["stdout"], planting
+    assert "cache-var=\n" in planting["stdout"], planting  # no cache variable either
+    # positive control: each writer's listing shows what that same writer left before
+    assert _seen(first, "main") == _seen(first, "request") == set()
     assert _seen(victim, "main") == {"left-by-main"}
     assert _seen(victim, "request") == {"left-by-victim"}
-    # and nothing any other writer planted
-    assert "planted" not in _setup_output(victim)
 
 
 def test_a_cache_past_the_size_bound_is_dropped_when_its_setup_ends(tmp_path: Path) -> None:

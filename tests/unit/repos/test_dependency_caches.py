@@ -112,3 +112,26 @@ def test_the_bounds_default_and_come_from_the_environment(
     monkeypatch.setenv("STUDIO_DEPENDENCY_CACHE_MAX_AGE_DAYS", "3")
     caches = dependency_caches(studio_settings(tmp_path))
     assert caches.max_bytes == 512 * MIB and caches.max_age_s == 3 * 86_400
+
+
+@pytest.mark.parametrize("branch", ["../../etc", "main\0evil", "/abs", "a" * 5000, "..", ""])
+def test_a_hostile_branch_name_stays_a_key_inside_the_root(tmp_path: Path, branch: str) -> None:
+    caches = DependencyCaches(tmp_path / "caches", max_bytes=MIB, max_age_s=60)
+    scope = _scope(branch)
+    assert len(scope.key) == 64 and set(scope.key) <= set("0123456789abcdef")
+    assert scope.key != _scope("main").key
+    with caches.use(scope) as data:
+        assert data == caches.root / scope.key / "data"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["caches"]
+
+
+def test_a_symlink_in_place_of_the_data_directory_is_never_followed(tmp_path: Path) -> None:
+    caches = DependencyCaches(tmp_path / "caches", max_bytes=MIB, max_age_s=60)
+    (tmp_path / "outside").mkdir()
+    (tmp_path / "outside" / "keep").write_text("x")
+    entry = caches.root / _scope("main").key
+    entry.mkdir(parents=True)
+    (entry / "data").symlink_to(tmp_path / "outside")
+    with caches.use(_scope("main")) as data:  # no lock, no use: evicted, then made afresh
+        assert not data.is_symlink() and list(data.iterdir()) == []
+    assert (tmp_path / "outside" / "keep").read_text() == "x"

@@ -241,7 +241,10 @@ def _try_exclusive(fd: int) -> bool:
 def _remove(entry: Path) -> None:
     """Remove a cache whose lock is held exclusively: its data first, the lock last (whoever
     waits on the lock then sees it gone and makes a new entry)."""
-    shutil.rmtree(entry / DATA, ignore_errors=True)  # never follows a symlink
+    data = entry / DATA
+    if data.is_symlink():
+        data.unlink()  # removed, never followed
+    shutil.rmtree(data, ignore_errors=True)  # follows no symlink inside either
     with contextlib.suppress(FileNotFoundError):
         (entry / SIZE).unlink()
     with contextlib.suppress(FileNotFoundError):
