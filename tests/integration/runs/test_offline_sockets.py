@@ -3,7 +3,8 @@
 An execution runs (the worker's path: ``execute_execution``, replay provider, the real sandbox)
 a command that tries every way out a hostile model found under Landlock: connecting to a
 pathname Unix socket of the host (a listener of the test's, standing for PostgreSQL's
-``/var/run/postgresql/.s.PGSQL.5432`` with peer authentication), sending UDP to a loopback
+``/var/run/postgresql/.s.PGSQL.5432`` with peer authentication; and ``/run/mysqld/mysqld.sock``
+itself where this host has a MySQL server), sending UDP to a loopback
 listener, opening netlink, a datagram socket pair that could ``sendto`` a pathname socket,
 and ``listen`` on TCP. The witnesses are the listeners: nothing may reach them. Before the fix,
 Landlock mode connected and sent (its seccomp filter let every socket through); bubblewrap was
@@ -59,12 +60,21 @@ def netlink():
 def listen():
     with socket.socket() as s:
         s.listen(1)
+def host_service():  # a real one when this host has it: MySQL greets whoever connects
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+        s.settimeout(5)
+        s.connect(sys.argv[3])
+        if not s.recv(100):
+            raise OSError("no greeting")
 attempt("unix", unix)
 attempt("udp", udp)
 attempt("dgram_pair", dgram_pair)
 attempt("netlink", netlink)
 attempt("listen", listen)
+if len(sys.argv) > 3:
+    attempt("host_service", host_service)
 """
+HOST_SERVICE = Path("/run/mysqld/mysqld.sock")
 WRITE = {"tool": "workspace.write_file", "args": {"path": "NOTES.md", "content": "ok\n"}}
 ATTEMPTS = ("unix", "udp", "dgram_pair", "netlink", "listen")
 
@@ -140,12 +150,13 @@ def _execute(world: RepoWorld, tmp_path: Path, mode: SandboxMode,
 
 def _probe(witnesses: Witnesses) -> dict[str, Any]:
     return {"tool": "command.run", "args": {
-        "argv": ["python3", "-c", PROBE, witnesses.path, str(witnesses.port)]}}
+        "argv": ["python3", "-c", PROBE, witnesses.path, str(witnesses.port),
+                 *([str(HOST_SERVICE)] if HOST_SERVICE.is_socket() else [])]}}
 
 
 def _verdicts(stdout: str) -> dict[str, str]:
     return {line.split()[0]: line.split()[1] for line in stdout.splitlines()
-            if line.split() and line.split()[0] in ATTEMPTS}
+            if line.split() and line.split()[0] in (*ATTEMPTS, "host_service")}
 
 
 @pytest.mark.parametrize("mode", [SandboxMode.LANDLOCK, SandboxMode.BWRAP])
@@ -155,8 +166,9 @@ def test_the_offline_agent_reaches_no_host_socket(
         [result] = _execute(world, tmp_path, mode, [_probe(witnesses)])
     assert result["sandbox"] == mode.value and result["exit_code"] == 0, result
     verdicts = _verdicts(result["stdout"])
-    assert set(verdicts) == set(ATTEMPTS), result
     assert witnesses.received() == {}, result["stdout"]
+    assert verdicts.pop("host_service", "refused") == "refused", result["stdout"]
+    assert set(verdicts) == set(ATTEMPTS), result
     if mode is SandboxMode.LANDLOCK:  # refused by the filter itself, not by chance
         assert verdicts == dict.fromkeys(ATTEMPTS, "refused"), result["stdout"]
     else:  # its own network namespace: a UDP send to its own loopback goes nowhere
@@ -172,6 +184,8 @@ def test_without_a_sandbox_the_witnesses_do_receive(
         [result] = _execute(world, tmp_path, SandboxMode.NONE, [_probe(witnesses)])
     verdicts = _verdicts(result["stdout"])
     assert verdicts["unix"] == verdicts["udp"] == verdicts["dgram_pair"] == "REACHED", result
+    if HOST_SERVICE.is_socket():  # this host's MySQL answers an unconfined command
+        assert verdicts["host_service"] == "REACHED", result
     assert witnesses.received() == {"unix": b"unix-leak", "udp": b"udp-leak",
                                     "dgram_pair": b"pair-leak"}
 
