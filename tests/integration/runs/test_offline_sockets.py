@@ -36,8 +36,18 @@ from tests.unit.execution.command_helpers import require_sandbox
 
 pytestmark = pytest.mark.sandbox
 
-PROBE = """import socket, sys
+PROBE = """import os, socket, stat, sys
 unix_path, udp_port = sys.argv[1], int(sys.argv[2])
+def inherited_sockets():  # a socket left open by the harness could be connected or sent on
+    found = []
+    for fd in range(1024):
+        try:
+            if stat.S_ISSOCK(os.fstat(fd).st_mode):
+                found.append(fd)
+        except OSError:
+            pass
+    return found
+print("inherited", inherited_sockets())
 def attempt(name, action):
     try:
         action()
@@ -167,6 +177,7 @@ def test_the_offline_agent_reaches_no_host_socket(
     assert result["sandbox"] == mode.value and result["exit_code"] == 0, result
     verdicts = _verdicts(result["stdout"])
     assert witnesses.received() == {}, result["stdout"]
+    assert "inherited []" in result["stdout"], result["stdout"]
     assert verdicts.pop("host_service", "refused") == "refused", result["stdout"]
     assert set(verdicts) == set(ATTEMPTS), result
     if mode is SandboxMode.LANDLOCK:  # refused by the filter itself, not by chance
