@@ -141,10 +141,11 @@ def test_each_repository_branch_and_writer_has_its_own_cache(tmp_path: Path) -> 
     request = request_scope(repo(REPO), "main", ["make deps"], ["example.org"])
     others = {repository_scope(repo("https://github.com/acme/gadgets"), "main").key,
               repository_scope(repo(REPO), "evil").key,
+              repository_scope(repo(REPO), "main", ["evil.org"]).key,
               request.key, request_scope(repo(REPO), "evil", ["make deps"], ["example.org"]).key,
               request_scope(repo(REPO), "main", ["make deps", "true"], ["example.org"]).key,
               request_scope(repo(REPO), "main", ["make deps"], []).key}
-    assert main.key not in others and len(others) == 6
+    assert main.key not in others and len(others) == 7
     with caches.use(main) as one, caches.use(request) as two:
         assert one != two and one.parent.parent == two.parent.parent == caches.root
         assert one.parent.stat().st_mode & 0o777 == 0o700

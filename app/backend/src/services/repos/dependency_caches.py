@@ -6,7 +6,8 @@ a cache belongs to exactly one writer (:class:`CacheScope`):
 
 * ``repository``: the commands of a branch's ``.studio/setup.json``, keyed on the repository
   (its canonical :attr:`~services.repos.urls.ValidatedRepo.digest`) **and the base branch**: a
-  branch's setup file (anyone who can push that branch) writes only that branch's cache;
+  branch's setup file (anyone who can push that branch) writes only that branch's cache. A
+  request that adds hosts to the allowlist those commands run with gets a separate one;
 * ``request``: the ``setup`` commands of a request, keyed on the repository, the base branch
   and a digest of those commands and the request's ``network_allowlist``: a caller's commands
   write a cache only the very same commands on the same branch ever see.
@@ -69,9 +70,12 @@ class CacheScope:
         return hashlib.sha256(text.encode()).hexdigest()
 
 
-def repository_scope(repo: ValidatedRepo, base_branch: str) -> CacheScope:
-    """The cache of ``base_branch``'s ``.studio/setup.json`` commands."""
-    return CacheScope(repo.digest, base_branch, "repository")
+def repository_scope(repo: ValidatedRepo, base_branch: str,
+                     allowlist: Sequence[str] = ()) -> CacheScope:
+    """The cache of ``base_branch``'s ``.studio/setup.json`` commands; a request that widens
+    the allowlist they run with (``allowlist``) gets a cache of its own for them."""
+    return CacheScope(repo.digest, base_branch, "repository",
+                      ("\0allowlist", *sorted(allowlist)) if allowlist else ())
 
 
 def request_scope(repo: ValidatedRepo, base_branch: str, commands: Sequence[str],

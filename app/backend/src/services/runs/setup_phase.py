@@ -208,7 +208,7 @@ def cache_scopes(request: ExecutionRequest, commands: Sequence[SetupCommand],
     sources = {step.source for step in commands}
     scopes: dict[str, CacheScope] = {}
     if "repository" in sources:
-        scopes["repository"] = repository_scope(repo, base_branch)
+        scopes["repository"] = repository_scope(repo, base_branch, request.network_allowlist)
     if "request" in sources:
         scopes["request"] = request_scope(repo, base_branch, request.setup,
                                           request.network_allowlist)
