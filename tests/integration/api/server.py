@@ -86,12 +86,14 @@ def _drain(process: subprocess.Popen[str], log: list[str], found: threading.Even
 
 @contextmanager
 def running_api(root: Path, *, github: bool = False, database_url: str | None = None,
-                broker: Broker | None = None) -> Iterator[ApiServer]:
+                broker: Broker | None = None,
+                extra_env: dict[str, str] | None = None) -> Iterator[ApiServer]:
     """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``
     (with ``github``, also the GitHub API stand-in over that host, so pull requests open).
 
     ``database_url`` replaces the SQLite file (a migrated database); with ``broker`` the API
-    sends every execution to a real ``studio worker`` (Celery, started here on that broker)."""
+    sends every execution to a real ``studio worker`` (Celery, started here on that broker);
+    ``extra_env`` is added to the API's environment last (a control run's ``STUDIO_SANDBOX``)."""
     with git_http_server(root / "git-host", GIT_TOKEN) as host, contextlib.ExitStack() as stack:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
         env = studio_env(root, host.base_url)
@@ -100,6 +102,7 @@ def running_api(root: Path, *, github: bool = False, database_url: str | None = 
             env["STUDIO_GITHUB_API_URL"] = fake.api_url
         if database_url is not None:
             env["STUDIO_DATABASE_URL"] = database_url
+        env.update(extra_env or {})
         if broker is not None:
             env.update(STUDIO_BROKER_URL=broker.url, STUDIO_WORKER_QUEUE=broker.queue)
             worker = start_worker(env, root / "worker.log", "--concurrency", "2")
