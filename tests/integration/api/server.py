@@ -38,6 +38,15 @@ class ApiServer:
     process: subprocess.Popen[str]
     log: list[str] = field(default_factory=list)
     tokens: dict[str, str] = field(default_factory=dict)
+    bare_repo: Path | None = None  # the served repository (set by running_api)
+
+    def remote_file(self, branch: str, path: str) -> str | None:
+        """``path`` on ``branch`` of the served repository as pushed; None when either is not
+        there."""
+        assert self.bare_repo is not None, "no git host of this API's own"
+        found = subprocess.run(["git", f"--git-dir={self.bare_repo}", "show",
+                                f"refs/heads/{branch}:{path}"], capture_output=True, text=True)
+        return found.stdout if found.returncode == 0 else None
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -108,6 +117,7 @@ def running_api(root: Path, *, github: bool = False, database_url: str | None = 
             worker = start_worker(env, root / "worker.log", "--concurrency", "2")
             stack.callback(worker.stop)
         with api_process(env, host.url(REPO)) as server:
+            server.bare_repo = host.bare(REPO)
             yield server
 
 
