@@ -1,14 +1,49 @@
-"""Shared fixtures: a throw-away workspace and the tool context around it."""
+"""Shared fixtures: a throw-away workspace and the tool context around it; and the one rule on
+skips (:data:`IN_CI`): off CI a test may skip where this machine lacks something, under CI every
+skip is turned into a failure here, whatever the test file did."""
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 
 import pytest
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
+
+
+def _skip_reason(report: pytest.TestReport | pytest.CollectReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def _fail_a_skip_under_ci(report: pytest.TestReport | pytest.CollectReport) -> None:
+    if IN_CI and report.skipped and not hasattr(report, "wasxfail"):
+        report.outcome = "failed"
+        report.longrepr = f"skipped under CI, where nothing may be: {_skip_reason(report)}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item,
+                              call: pytest.CallInfo[None]
+                              ) -> Generator[None, pytest.TestReport, pytest.TestReport]:
+    """Under CI a skipped test (``pytest.skip``, a ``skip``/``skipif`` mark) fails instead."""
+    report = yield
+    _fail_a_skip_under_ci(report)
+    return report
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_make_collect_report(collector: pytest.Collector
+                               ) -> Generator[None, pytest.CollectReport, pytest.CollectReport]:
+    """Under CI a module skipped while collected (``allow_module_level``, ``importorskip``)
+    fails instead."""
+    report = yield
+    _fail_a_skip_under_ci(report)
+    return report
 
 
 @pytest.fixture

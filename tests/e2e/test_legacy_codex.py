@@ -24,6 +24,7 @@ from services.db.executions import ExecutionRepository
 from services.db.redaction import REDACTED
 from services.runs.legacy_runtime import cli_home, npm_cli_dir
 from services.settings import get_settings
+from tests.conftest import IN_CI
 from tests.e2e.legacy_hostile import hostile_files
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
@@ -68,7 +69,7 @@ def _studio(argv: list[str]) -> int:
 
 def _codex() -> Path:
     path = npm_cli_dir(get_settings()) / "codex"
-    if not os.access(path, os.X_OK) and os.environ.get("CI") != "true":
+    if not os.access(path, os.X_OK) and not IN_CI:
         pytest.skip("the Codex CLI is not installed (bash scripts/setup.sh)")
     return path
 

@@ -25,6 +25,7 @@ from services.db.executions import ExecutionRepository
 from services.db.redaction import REDACTED
 from services.runs.legacy_runtime import cli_home, npm_cli_dir
 from services.settings import get_settings
+from tests.conftest import IN_CI
 from tests.e2e.legacy_hostile import hostile_files
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
@@ -69,7 +70,7 @@ def _studio(argv: list[str]) -> int:
 
 def _gemini() -> Path:
     path = npm_cli_dir(get_settings()) / "gemini"
-    if not os.access(path, os.X_OK) and os.environ.get("CI") != "true":
+    if not os.access(path, os.X_OK) and not IN_CI:
         pytest.skip("the Gemini CLI is not installed (bash scripts/setup.sh)")
     return path
 

@@ -24,6 +24,7 @@ from services.db.executions import ExecutionRepository
 from services.db.runtime_settings import SettingsRepository
 from services.runs.legacy_runtime import npm_cli_dir
 from services.settings import get_settings
+from tests.conftest import IN_CI
 from tests.integration.repo_env import DONE, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, Usage, hang, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
@@ -58,7 +59,7 @@ def cli(request: pytest.FixtureRequest) -> Cli:
     found = CLIS[request.param]
     get_settings.cache_clear()
     if found.executable and not (npm_cli_dir(get_settings()) / found.executable).exists() \
-            and os.environ.get("CI") != "true":
+            and not IN_CI:
         pytest.skip(f"the {found.executable} CLI is not installed (bash scripts/setup.sh)")
     return found
 

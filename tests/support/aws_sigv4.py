@@ -4,7 +4,9 @@ Stands for the signature check of Amazon Bedrock, Claude Platform on AWS (or any
 :func:`verify` rebuilds the canonical request from what arrived on the wire, derives the signing
 key from the secret the test knows and compares signatures. It answers the reason a request is
 refused, or ``None`` when it is correctly signed for the expected key id, region and service
-(and, when given, session token). Written from the published algorithm; no AWS SDK involved.
+(and, when given, session token). The signature must cover the body: ``UNSIGNED-PAYLOAD`` (and
+the streaming variants) are refused, so a request whose body was changed after signing never
+verifies. Written from the published algorithm; no AWS SDK involved.
 """
 
 from __future__ import annotations
@@ -85,9 +87,12 @@ def verify(key: SigV4Key, method: str, path: str, query: str, headers: Mapping[s
             return "the session token is not signed"
     body_hash = hashlib.sha256(body).hexdigest()
     declared = lowered.get("x-amz-content-sha256")
-    if declared is not None and declared not in (body_hash, "UNSIGNED-PAYLOAD"):
+    if declared is not None and declared.startswith(("UNSIGNED-", "STREAMING-")):
+        # S3 accepts these; the model APIs are signed over the body, so must the tests be
+        return f"x-amz-content-sha256 {declared}: the body is not bound by the signature"
+    if declared is not None and declared != body_hash:
         return "x-amz-content-sha256 does not match the body"
-    payload_hash = declared or body_hash
+    payload_hash = body_hash
     request = canonical_request(method, path, query, lowered, signed, payload_hash)
     scope = f"{match['date']}/{key.region}/{key.service}/aws4_request"
     to_sign = "\n".join([ALGORITHM, amz_date, scope,

@@ -38,6 +38,15 @@ class ApiServer:
     process: subprocess.Popen[str]
     log: list[str] = field(default_factory=list)
     tokens: dict[str, str] = field(default_factory=dict)
+    bare_repo: Path | None = None  # the served repository (set by running_api)
+
+    def remote_file(self, branch: str, path: str) -> str | None:
+        """``path`` on ``branch`` of the served repository as pushed; None when either is not
+        there."""
+        assert self.bare_repo is not None, "no git host of this API's own"
+        found = subprocess.run(["git", f"--git-dir={self.bare_repo}", "show",
+                                f"refs/heads/{branch}:{path}"], capture_output=True, text=True)
+        return found.stdout if found.returncode == 0 else None
 
     def client(self, token: str | None = None, **kwargs: Any) -> httpx2.Client:
         headers = {"Authorization": f"Bearer {token}"} if token else {}
@@ -86,12 +95,14 @@ def _drain(process: subprocess.Popen[str], log: list[str], found: threading.Even
 
 @contextmanager
 def running_api(root: Path, *, github: bool = False, database_url: str | None = None,
-                broker: Broker | None = None) -> Iterator[ApiServer]:
+                broker: Broker | None = None,
+                extra_env: dict[str, str] | None = None) -> Iterator[ApiServer]:
     """``studio api --port 0`` with its own database, and a git host serving ``acme/widgets``
     (with ``github``, also the GitHub API stand-in over that host, so pull requests open).
 
     ``database_url`` replaces the SQLite file (a migrated database); with ``broker`` the API
-    sends every execution to a real ``studio worker`` (Celery, started here on that broker)."""
+    sends every execution to a real ``studio worker`` (Celery, started here on that broker);
+    ``extra_env`` is added to the API's environment last (a control run's ``STUDIO_SANDBOX``)."""
     with git_http_server(root / "git-host", GIT_TOKEN) as host, contextlib.ExitStack() as stack:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
         env = studio_env(root, host.base_url)
@@ -100,11 +111,13 @@ def running_api(root: Path, *, github: bool = False, database_url: str | None = 
             env["STUDIO_GITHUB_API_URL"] = fake.api_url
         if database_url is not None:
             env["STUDIO_DATABASE_URL"] = database_url
+        env.update(extra_env or {})
         if broker is not None:
             env.update(STUDIO_BROKER_URL=broker.url, STUDIO_WORKER_QUEUE=broker.queue)
             worker = start_worker(env, root / "worker.log", "--concurrency", "2")
             stack.callback(worker.stop)
         with api_process(env, host.url(REPO)) as server:
+            server.bare_repo = host.bare(REPO)
             yield server
 
 

@@ -10,7 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
+from services.db.executions import ExecutionRepository
+from services.db.models import NodeExecution
+from services.db.session import Database, create_db_engine
 from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from tests.integration.api.helpers import create, read_all, slow_script, wait_final
@@ -111,12 +115,38 @@ def test_unknown_ids_are_not_found(api: ApiServer, path: str) -> None:
     assert response.headers["x-request-id"] == "req-42"
 
 
+@pytest.fixture(scope="module")
+def one_row_per_status(api: ApiServer) -> dict[str, str]:
+    """An execution recorded in each status, straight in the API's database (no API call can put
+    one in every status on demand): its id by status."""
+    db = Database(create_db_engine(api.db_url))
+    try:
+        executions = ExecutionRepository(db)
+        planted = {}
+        for status in ExecutionStatus:
+            execution_id = executions.create(provider="replay", model="replay",
+                                             prompt=f"planted {status.value}")
+            with db.session() as session:
+                session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                                .values(status=status.value))
+            planted[status.value] = execution_id
+        return planted
+    finally:
+        db.dispose()
+
+
 @pytest.mark.parametrize("status", [s.value for s in ExecutionStatus])
-def test_the_list_filters_on_every_execution_status(api: ApiServer, status: str) -> None:
+def test_the_list_filters_on_every_execution_status(api: ApiServer, status: str,
+                                                    one_row_per_status: dict[str, str]) -> None:
     with api.client(api.admin) as client:
         response = client.get("/api/executions", params={"status": status})
     assert response.status_code == 200, response.text
-    assert all(e["status"] == status for e in response.json()["executions"])
+    listed = response.json()["executions"]
+    assert listed, "the planted row of this status is missing"  # all() of nothing is True
+    assert all(e["status"] == status for e in listed)
+    ids = {e["id"] for e in listed}
+    assert one_row_per_status[status] in ids
+    assert ids.isdisjoint(i for s, i in one_row_per_status.items() if s != status)
 
 
 def test_the_list_refuses_an_unknown_status(api: ApiServer) -> None:

@@ -14,10 +14,29 @@ from tests.integration.api.helpers import create, wait_final
 from tests.integration.api.server import ApiServer, running_api
 from tests.integration.celery_fixtures import wait_for
 
+# notes.txt is written (and pushed) whatever the decision: the branch exists either way, so
+# the absence of gated.txt on it shows the denied command never ran (and its presence, after an
+# approval, that the check would see it).
 SCRIPT: dict[str, Any] = {"turns": [
-    {"tool_calls": [{"tool": "command.run",
+    {"tool_calls": [{"tool": "workspace.write_file", "args": {"path": "notes.txt",
+                                                              "content": "n\n"}},
+                    {"tool": "command.run",
                      "args": {"argv": ["sh", "-c", "echo ran > gated.txt"]}}]},
     {"final": {"status": "success", "summary": "gated"}}]}
+
+
+def _gated_file(api: ApiServer, execution_id: str) -> str | None:
+    """``gated.txt`` on the execution's pushed branch (its workspace is gone once it ended)."""
+    with api.client(api.admin) as client:
+        branch = client.get(f"/api/executions/{execution_id}").json()["branch"]
+    assert branch and api.remote_file(branch, "notes.txt") == "n\n", branch
+    return api.remote_file(branch, "gated.txt")
+
+
+def _command_calls(api: ApiServer, execution_id: str) -> list[dict[str, Any]]:
+    with api.client(api.admin) as client:
+        calls = client.get(f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]
+    return [c for c in calls if c["domain"] == "command"]
 
 
 @pytest.fixture(scope="module")
@@ -35,11 +54,10 @@ def test_a_paused_execution_waits_and_resumes_in_the_api_process(api: ApiServer)
     execution_id = create(api, SCRIPT, approval_policy={"command.run": "require"})
     wait_for("the execution to wait", lambda: _status(api, execution_id) == "awaiting_approval",
              180, lambda: "".join(api.log[-40:]))
+    assert [c["approval"]["decision"] for c in _command_calls(api, execution_id)] == ["pending"]
     with api.client(api.admin) as client:
-        events = client.get(f"/api/executions/{execution_id}/tool-calls").json()
         (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
             "approvals"]
-        assert [c["approval"]["decision"] for c in events["tool_calls"]] == ["pending"]
         decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
                               json={"decision": "approve", "reason": "fine"})
     assert decided.status_code == 200, decided.text
@@ -47,9 +65,9 @@ def test_a_paused_execution_waits_and_resumes_in_the_api_process(api: ApiServer)
     row = wait_final(api, execution_id, timeout=180)
     assert row["status"] == "succeeded", (row["error_code"], row["error_message"],
                                           "".join(api.log[-60:]))
-    with api.client(api.admin) as client:
-        calls = client.get(f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]
+    calls = _command_calls(api, execution_id)
     assert [(c["ok"], c["approval"]["decision"]) for c in calls] == [(True, "approve")]
+    assert _gated_file(api, execution_id) == "ran\n"  # the control of the deny test's witness
 
 
 @pytest.mark.parametrize("policy", [
@@ -110,7 +128,7 @@ def test_a_flowchart_repository_node_waits_and_a_decision_over_http_resumes_its_
                     240, lambda: "".join(api.log[-60:]))
     assert done["status"] == "succeeded", (done, "".join(api.log[-60:]))
     assert [done["nodes"][n]["state"] for n in ("fix", "after")] == ["succeeded", "succeeded"]
-    with api.client(api.admin) as client:
-        calls = client.get(f"/api/executions/{execution_id}/tool-calls").json()["tool_calls"]
+    calls = _command_calls(api, execution_id)
     assert [(c["ok"], c["approval"]["decision"], c["error_code"]) for c in calls] == [
         (False, "deny", "permission_denied")]
+    assert _gated_file(api, execution_id) is None  # the witness: the denied command never ran

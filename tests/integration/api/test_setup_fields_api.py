@@ -7,6 +7,9 @@ from typing import Any
 
 import pytest
 
+from services.db.executions import ExecutionRepository
+from services.db.session import Database, create_db_engine
+from services.runs.request import ExecutionRequest
 from tests.integration.api.server import ApiServer
 
 
@@ -42,8 +45,20 @@ def test_hostile_setup_fields_are_refused(api: ApiServer, fields: dict[str, Any]
 
 
 def test_setup_fields_are_accepted_and_recorded(api: ApiServer) -> None:
+    """Accepted (202) and recorded: the execution read back from the API's database carries the
+    three fields as sent (the public ``Execution`` body does not show them)."""
+    setup = ["python3 -m pip install --target .deps -r requirements.txt"]
+    allowlist = ["example.org", ".example.net:8443"]
     with api.client(api.admin) as client:
         answer = client.post("/api/executions", json=_body(
-            api, setup=["python3 -m pip install --target .deps -r requirements.txt"],
-            network="allowlist", network_allowlist=["example.org", ".example.net:8443"]))
+            api, setup=setup, network="allowlist", network_allowlist=allowlist))
     assert answer.status_code == 202, answer.text
+    db = Database(create_db_engine(api.db_url))
+    try:
+        row = ExecutionRepository(db).get(answer.json()["id"])
+        assert row is not None
+        request = ExecutionRequest.from_row(row)
+    finally:
+        db.dispose()
+    assert (request.setup, request.network, request.network_allowlist) == (
+        tuple(setup), "allowlist", tuple(allowlist))

@@ -6,9 +6,10 @@ from __future__ import annotations
 import json
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
-from sqlalchemy import func, select, update
+from sqlalchemy import event, func, select, update
 
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
@@ -108,15 +109,31 @@ def test_the_prune_function_refuses_what_is_not_a_day_count(db: Database, days: 
 
 
 def test_prune_works_in_batches(db: Database, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Five executions in batches of two: three ``DELETE`` statements on the executions table
+    (seen on the wire by a ``before_cursor_execute`` listener), of two, two and one id."""
     from services.db import retention
 
     monkeypatch.setattr(retention, "BATCH", 2)
     ids = {_execution(db, "cancelled", 10) for _ in range(5)}
-    result = prune_finished(db, 7)
+    table = NodeExecution.__tablename__
+    deletes: list[int] = []
+
+    def seen(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any,
+             executemany: bool) -> None:
+        words = statement.split()
+        if [w.upper().strip('"') for w in words[:3]] == ["DELETE", "FROM", table.upper()]:
+            deletes.append(len(parameters))  # one bound id per execution in the batch
+
+    event.listen(db.engine, "before_cursor_execute", seen)
+    try:
+        result = prune_finished(db, 7)
+    finally:
+        event.remove(db.engine, "before_cursor_execute", seen)
     assert result.executions == 5
+    assert deletes == [2, 2, 1], deletes
     with db.engine.connect() as conn:
         left = conn.execute(select(func.count()).select_from(NodeExecution)).scalar_one()
-    assert left == 0 and ids
+    assert left == 0 and len(ids) == 5
 
 
 def test_the_reaper_applies_the_retention_when_it_is_set(db: Database, tmp_path: Path) -> None:

@@ -7,8 +7,12 @@ log), could signal the harness's processes and reached loopback TCP. Each test f
 
 from __future__ import annotations
 
+import errno
+import os
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -54,39 +58,55 @@ def test_no_process_outlives_its_command(ctx: ToolDomainContext) -> None:
     assert gone(marker), "a setsid child outlived its Landlock command"
 
 
+# Swaps d/sub for a link to the outside and back until the test leaves d/stop; self-healing (a
+# harness write may make a new d/sub while it is away, which the next round removes).
 SWAPPER = """
 cd d
-while :; do
-  mv sub sub.real && ln -s ../../outside sub && sleep 0.001 && rm sub && mv sub.real sub
+while [ ! -e stop ]; do
+  rm -rf sub.real
+  mv -T sub sub.real && ln -sT ../../outside sub
+  sleep 0.001
+  rm -rf sub
+  mv -T sub.real sub
 done
+echo stopped
 """
+ENOUGH_REFUSALS = 10
+RACE_S = 90.0  # an upper bound for the race, never a performance assertion
 
 
 def test_a_leftover_swapper_never_leads_the_tools_outside(
     ctx: ToolDomainContext, workspace: Path
 ) -> None:
     """A command that keeps swapping a directory for a link to the outside while the harness
-    reads and writes through it: no outside byte is read, no outside file is made."""
+    reads and writes through it: no outside byte is read, no outside file is made. The race
+    goes on until some calls met the link and were refused (``path_outside_workspace``): a run
+    in which the swap never coincided with a call would prove nothing."""
     (workspace / "d" / "sub").mkdir()
     (workspace / "d" / "sub" / "secret.txt").write_text("inside\n")
     dispatcher = Dispatcher(ToolRegistry(workspace_domain.SPECS))
-    stop = time.monotonic() + 3
     seen: list[dict[str, Any]] = []
+    refused: list[str] = []
 
     def hammer() -> None:
-        count = 0
-        while time.monotonic() < stop:
+        count, stop = 0, time.monotonic() + RACE_S
+        while len(refused) < ENOUGH_REFUSALS and time.monotonic() < stop:
             count += 1
             for name, args in (("read_file", {"path": "d/sub/secret.txt"}),
                                ("write_file", {"path": "d/sub/planted.txt", "content": "x"})):
                 call = dispatcher.normalize(f"c{count}{name}", f"workspace_{name}", args)
-                seen.append(dispatcher.dispatch(call, ctx).model_dump(mode="json"))
+                envelope = dispatcher.dispatch(call, ctx).model_dump(mode="json")
+                seen.append(envelope)
+                if (envelope.get("error") or {}).get("code") == "path_outside_workspace":
+                    refused.append(name)
+        (workspace / "d" / "stop").touch()
 
     worker = threading.Thread(target=hammer)
     worker.start()
-    _run(ctx, command=SWAPPER, timeout_s=3)
+    result = _run(ctx, command=SWAPPER, timeout_s=RACE_S + 30)
     worker.join()
-    assert seen
+    assert result["stdout"].strip().endswith("stopped"), result  # it swapped until told
+    assert len(refused) >= ENOUGH_REFUSALS, (len(seen), refused)
     assert not any("TOP-SECRET-OUTSIDE" in str(e.get("result")) for e in seen)
     assert not (workspace.parent / "outside" / "planted.txt").exists()
 
@@ -97,16 +117,36 @@ def test_no_device_node_can_be_made(ctx: ToolDomainContext, workspace: Path) -> 
     assert not (workspace / "d" / "kmsg").exists()
 
 
+# A harness process that reports each signal it gets on stdout, one name a line.
+HOLDER = """
+import signal, sys
+def report(number, _frame):
+    print(signal.Signals(number).name, flush=True)
+for name in ("SIGTERM", "SIGUSR1"):
+    signal.signal(getattr(signal, name), report)
+print("ready", flush=True)
+while True:
+    signal.pause()
+"""
+
+
 def test_the_harness_processes_cannot_be_signalled(ctx: ToolDomainContext) -> None:
-    holder = subprocess.Popen(["sleep", "120"])
+    """The command's ``kill`` is refused (``EPERM``); the harness process then gets a signal
+    from the harness itself (the control: it does report signals) and reports that one alone.
+    A ``SIGTERM`` sent before would have been pending by then and reported with it."""
+    holder = subprocess.Popen([sys.executable, "-c", HOLDER], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout is not None
     try:
+        assert holder.stdout.readline() == "ready\n"
         result = _run(ctx, command=f"kill -TERM {holder.pid}")
         assert result["exit_code"] != 0, result
-        time.sleep(0.2)
-        assert holder.poll() is None, "the command killed a harness process"
+        assert os.strerror(errno.EPERM) in result["stderr"], result
+        holder.send_signal(signal.SIGUSR1)
+        assert holder.stdout.readline() == "SIGUSR1\n"
     finally:
         holder.kill()
-        holder.wait()
+        rest, _ = holder.communicate(timeout=30)
+    assert "SIGTERM" not in rest, rest
 
 
 CONNECT = "import socket, sys; socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=3)"

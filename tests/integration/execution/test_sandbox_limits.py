@@ -21,9 +21,12 @@ from services.execution.tool_domains.context import ToolDomainContext
 from tests.conftest import IN_CI
 from tests.unit.execution.command_helpers import (
     command_context,
+    gone,
     require_sandbox,
     run_command,
     sandbox_context,
+    sleep_marker,
+    watching_pids,
 )
 
 pytestmark = pytest.mark.sandbox
@@ -66,26 +69,35 @@ def test_a_memory_hog_is_stopped(ctx: ToolDomainContext) -> None:
 
 
 FORKS = """
-import os, time
+import errno, os, sys, time
 started = 0
+refused = None
 for _ in range(200):
     try:
         pid = os.fork()
-    except OSError:
+    except OSError as exc:
+        refused = errno.errorcode.get(exc.errno, str(exc.errno))
         break
     if pid == 0:
         time.sleep(60)
         os._exit(0)
     started += 1
-print('STARTED', started, flush=True)
+print('STARTED', started, 'REFUSED', refused, flush=True)
 """
 
 
 def test_a_fork_bomb_is_contained(ctx: ToolDomainContext) -> None:
-    result = _run(ctx, timeout_s=60, argv=["python3", "-c", FORKS])
-    started = [int(w) for w in result["stdout"].split() if w.isdigit()]
-    assert started and started[0] < SMALL.processes, result
-    # Every forked sleeper died with the command (none outlives it).
+    """The fork loop is refused (``EAGAIN``: the pids limit) before ``SMALL.processes``, its
+    sleepers were really running meanwhile, and every one of them died with the command."""
+    marker = f"fork-bomb-{sleep_marker()}"  # in each fork's command line (argv is inherited)
+    with watching_pids(marker) as seen:
+        result = _run(ctx, timeout_s=60, argv=["python3", "-c", FORKS, marker])
+    words = result["stdout"].split()
+    assert words[:2] == ["STARTED", words[1]] and words[2:] == ["REFUSED", "EAGAIN"], result
+    started = int(words[1])
+    assert 0 < started < SMALL.processes, result
+    assert len(seen) > 1, seen  # the watcher saw the sleepers, not only the parent
+    assert gone(marker), "a forked sleeper outlived the command"
     assert _run(ctx, command="echo still-fine")["stdout"] == "still-fine\n"
 
 

@@ -8,6 +8,7 @@ does not verify."""
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
 from pathlib import Path
 from typing import Any
@@ -64,6 +65,17 @@ def assert_secrets_never_sent(requests: list[CloudRequest], *secrets: str) -> No
             assert secret not in wire, f"a secret travelled in {request.route} {request.path}"
 
 
+def assert_body_signed(requests: list[CloudRequest]) -> None:
+    """Each SigV4 request signed its body: no ``x-amz-content-sha256`` (the verifier hashes the
+    body it received) or the body's own hash, never ``UNSIGNED-PAYLOAD`` (which the verifier
+    refuses too: this names what the CLI sends)."""
+    assert requests
+    for request in requests:
+        declared = request.headers.get("x-amz-content-sha256")
+        assert declared in (None, hashlib.sha256(request.body).hexdigest()), (request.path,
+                                                                                declared)
+
+
 def assert_transcripts_clean(tmp_path: Path, *secrets: str) -> None:
     for path in (tmp_path / "run").rglob("*"):
         if path.is_file():
@@ -82,6 +94,7 @@ def test_bedrock_with_static_keys_is_signed_for_bedrock(tmp_path: Path) -> None:
     streamed = [r for r in server.served("bedrock") if r.path.endswith("-stream")]
     assert [r.path for r in streamed] == [f"/model/{MODEL}/invoke-with-response-stream"]
     assert ACCESS_KEY_ID in streamed[0].headers["authorization"]
+    assert_body_signed(server.served("bedrock"))
     assert_secrets_never_sent(server.requests, SECRET_ACCESS_KEY)
     assert_transcripts_clean(tmp_path, SECRET_ACCESS_KEY)
 
@@ -120,7 +133,7 @@ def test_claude_platform_on_aws_is_signed_for_aws_external_anthropic(tmp_path: P
             "AWS_ACCESS_KEY_ID": ACCESS_KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET_ACCESS_KEY,
         }, tmp_path)
     assert outcome.final_text == "done" and server.refusals() == []
-    assert server.served("anthropic_aws")
+    assert_body_signed(server.served("anthropic_aws"))
     assert_secrets_never_sent(server.requests, SECRET_ACCESS_KEY)
 
 

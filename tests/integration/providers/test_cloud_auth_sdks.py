@@ -171,3 +171,19 @@ def test_codex_on_azure_with_a_wrong_key_is_refused_and_the_key_not_echoed(
             complete(client)
     assert server.refusals() == [("azure_chat", "wrong api-key header")]
     assert AZURE_KEY not in str(caught.value) and AZURE_KEY not in repr(caught.value.details)
+
+
+def test_codex_on_azure_with_an_entra_token_the_endpoint_does_not_accept_is_refused(
+        tmp_path: Path) -> None:
+    """The control of the Entra test above: the endpoint's bearer check does refuse a token it
+    was not given, so that test's empty refusals mean the token matched. (There is no Entra
+    token acquisition to exercise: the product takes a token issued elsewhere, as given,
+    ``docs/sphinx/cloud_auth.rst``.)"""
+    with CloudEndpoints(bearer("another-entra-token")) as server:
+        client = build("codex", "azure", azure_env(server, AZURE_OPENAI_AD_TOKEN=AZURE_AD_TOKEN),
+                       tmp_path, model=DEPLOYMENT, codex_mode="chat")
+        with pytest.raises(ProviderError) as caught:
+            complete(client)
+    assert server.refusals() == [("azure_chat", "missing or wrong bearer token")]
+    assert AZURE_AD_TOKEN not in str(caught.value)
+    assert AZURE_AD_TOKEN not in repr(caught.value.details)

@@ -123,6 +123,25 @@ def test_without_a_pull_request_it_clones_anonymously_and_never_sends_the_token(
         assert secret not in done.stdout + done.stderr
 
 
+def test_control_the_recorder_catches_the_token_when_the_other_host_is_the_integrations(
+        hosts: TwoHosts, tmp_path: Path) -> None:
+    """The positive control of the witness above: the same run, but with the second host named
+    as the integration's origin. The token is then sent to it (that host's own token is another,
+    so the push is still refused), its recorder holds it, and :func:`assert_never_credentialed`
+    fails on it: the witness would catch a leak."""
+    env = hosts.world.env(tmp_path / "ws")
+    env["STUDIO_GITHUB_GIT_ORIGINS"] = hosts.other.base_url
+    done = studio(env, "run", "--repo", hosts.other_url, "--no-pr", "--script",
+                  str(_script(tmp_path / "s.json")), "--json", "Fix add")
+    assert done.returncode == 1, done.stderr
+    assert last_json(done.stdout)["error"]["code"] == ErrorCode.AUTH_FAILED.value
+    sent = [r.authorization for r in hosts.other.requests if r.authorization]
+    assert sent, "the token never reached the host named as the integration's"
+    assert any(secret in header for header in sent for secret in SECRETS), sent
+    with pytest.raises(AssertionError):
+        assert_never_credentialed(hosts.other)
+
+
 def test_the_integrations_own_origin_still_gets_the_token(hosts: TwoHosts,
                                                           tmp_path: Path) -> None:
     env = hosts.world.env(tmp_path / "ws")

@@ -27,7 +27,7 @@ from services.runs.approvals import decide_approval, reap_approvals
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
-from tests.integration.repo_env import DONE, TEST_ARGV, RepoWorld, repo_world
+from tests.integration.repo_env import DONE, RepoWorld, repo_world
 from tests.support.settings import studio_settings
 
 MARK = ["sh", "-c", "echo ran >> gated.txt"]
@@ -72,6 +72,15 @@ def _result_of(events: list[tuple[str, dict[str, Any]]], operation: str) -> dict
              and d["call"]["operation"] == operation and d["call"]["domain"] == "command"]
     assert len(found) == 1, found
     return found[0]
+
+
+def _gated_file(db: Database, world: RepoWorld, execution_id: str) -> str | None:
+    """What the gated command wrote (``gated.txt``), as the execution left it: the workspace is
+    gone once the execution ends, its work is on the pushed branch (``None``: no such file)."""
+    row = ExecutionRepository(db).get(execution_id)
+    assert row is not None and row.branch, row
+    assert world.remote_file(row.branch, "notes.txt") == "n\n"  # the work before it was pushed
+    return world.remote_file(row.branch, "gated.txt")
 
 
 def _pause(db: Database, settings: StudioSettings, execution_id: str) -> dict[str, Any]:
@@ -137,10 +146,13 @@ def test_a_required_call_waits_then_runs_or_is_denied_without_asking_the_model_a
         result["call"]["call_id"]]
     assert record.approval is not None and record.approval["decision"] == decision
     assert record.approval["reason"] == "<b>looked at it</b>"
-    if decision == "approve":
+    gated = _gated_file(db, world, execution_id)
+    if decision == "approve":  # the control of the witness below: the command ran, it wrote
         assert result["envelope"]["ok"] is True
         assert record.ok is True
+        assert gated == "ran\n"
     else:
+        assert gated is None  # the witness: the denied command never ran
         assert result["envelope"]["error"]["code"] == ErrorCode.PERMISSION_DENIED.value
         assert "looked at it" in result["envelope"]["error"]["message"]
         assert record.error_code == "permission_denied"
@@ -163,6 +175,7 @@ def test_a_timed_out_approval_counts_as_denied(
     result = _result_of(_events(db, execution_id), "run")
     assert result["envelope"]["error"]["code"] == "permission_denied"
     assert result["approval"]["decided_by"] == "timeout"
+    assert _gated_file(db, world, execution_id) is None
 
 
 def test_hostile_decisions(world: RepoWorld,
@@ -200,8 +213,19 @@ def test_a_deny_rule_refuses_without_pausing(
     assert result["approval"]["rule"] == "command.*"
     assert [d["decided_by"] for k, d in events if k == "approval_decided"] == ["policy"]
     assert ApprovalRepository(db).of_execution(execution_id) == []
-    assert not (world.root / "gated.txt").exists()
-    assert TEST_ARGV  # the project's own test command stays available to other rules
+    assert _gated_file(db, world, execution_id) is None  # the denied command never ran
+
+
+def test_control_an_allow_rule_runs_the_same_command_and_writes_the_gated_file(
+        world: RepoWorld, database: tuple[Database, StudioSettings]) -> None:
+    """The control of the deny rule's witness: the same script allowed writes ``gated.txt``
+    where the deny test looks for it."""
+    db, settings = database
+    execution_id = _create(db, settings, world, {"command.*": "allow", "workspace.*": "allow"})
+    outcome = execute_execution(execution_id, settings=settings, db=db)
+    assert outcome.status == "succeeded", outcome
+    assert _result_of(_events(db, execution_id), "run")["envelope"]["ok"] is True
+    assert _gated_file(db, world, execution_id) == "ran\n"
 
 
 def test_a_new_session_gets_the_decision_made_for_the_same_call_once(

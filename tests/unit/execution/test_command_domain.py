@@ -20,6 +20,7 @@ from tests.unit.execution.command_helpers import (
     command_context,
     gone,
     run_command,
+    sandbox_context,
     sleep_marker,
     watching_pids,
 )
@@ -225,3 +226,25 @@ def test_schema_is_strict() -> None:
     assert schema["additionalProperties"] is False
     assert set(schema["properties"]) == {"argv", "command", "cwd", "timeout_s", "env"}
     assert command.SPECS[0].name == "command_run"
+
+
+@pytest.mark.parametrize("mode", ["bwrap", "bwrap-session", "landlock", "none"])
+def test_a_command_asked_to_stop_is_killed_with_its_children(workspace: Path, mode: str) -> None:
+    """``stop_requested`` (a cancelled flowchart run) answering True: the command and the sleep
+    it started are killed (``SIGKILL``, not a timeout). The control is the first answers (False):
+    the command ran meanwhile, it had printed ``started``."""
+    marker = sleep_marker()
+    asked: list[bool] = []
+
+    def stop() -> bool:
+        asked.append(len(asked) >= 2)
+        return asked[-1]
+
+    with sandbox_context(workspace, mode, stop_requested=stop) as ctx:
+        envelope = run_command(ctx, command=f"echo started; sleep {marker}", timeout_s=3000)
+    assert envelope["ok"] is True, envelope
+    result = envelope["result"]
+    assert asked[:3] == [False, False, True], asked
+    assert "started" in result["stdout"], result
+    assert (result["signal"], result["timed_out"]) == ("SIGKILL", False), result
+    assert gone(marker), "the sleep outlived its stopped command"

@@ -165,13 +165,21 @@ class NodeRunner:
         config = CommandConfig.model_validate(job.node.config)
         workspace = self.workspace(job)
         self.executions.mark_running(execution_id)
+        cancel = _CancelWatch(self.executions, execution_id)
         ctx = ToolDomainContext(
             workspace_root=workspace, execution_id=execution_id, request_id=str(uuid.uuid4()),
             correlation_id=execution_id, sandbox=command_sandbox(self.settings),
+            stop_requested=cancel,
         )
         dispatcher = Dispatcher(default_registry(), DbIdempotencyStore(self.db))
         call = dispatcher.normalize(f"node-{job.node.id}", "command_run", args)
         envelope = dispatcher.dispatch(call, ctx)
+        if cancel.seen:  # the run was cancelled: the command was killed mid-way
+            message = f"node {job.node.id!r}: the run was cancelled while its command ran"
+            self.executions.finish(execution_id, status="cancelled", outcome="cancelled",
+                                   error_code="cancelled", error_message=message)
+            return NodeOutcome(NodeState.CANCELLED, error_code="cancelled",
+                               error_message=message)
         if not isinstance(envelope, SuccessEnvelope):
             error = envelope.error
             message = f"node {job.node.id!r}: command refused: {error.message}"
@@ -195,6 +203,21 @@ class NodeRunner:
             return NodeOutcome(NodeState.SUCCEEDED, result=result)
         return NodeOutcome(NodeState.FAILED, result=result, error_code="command_failed",
                            error_message=failure)
+
+
+class _CancelWatch:
+    """Whether a command node's execution was asked to cancel (its run was), read from the
+    database each time the running command asks."""
+
+    def __init__(self, executions: ExecutionRepository, execution_id: str) -> None:
+        self.executions = executions
+        self.execution_id = execution_id
+        self.seen = False
+
+    def __call__(self) -> bool:
+        row = self.executions.get(self.execution_id)
+        self.seen = self.seen or (row is not None and row.cancel_requested)
+        return self.seen
 
 
 def agent_outcome(node_id: str, row: NodeExecution, *, continue_on_failure: bool) -> NodeOutcome:

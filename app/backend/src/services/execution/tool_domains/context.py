@@ -38,6 +38,9 @@ class ToolDomainContext:
     # Called with the bytes a workspace operation is about to write, before it writes them; it
     # raises (e.g. the workspace's disk cap) to refuse. Wired by the composition root.
     disk_check: Callable[[int], None] | None = None
+    # Asked while a command runs (every STOP_POLL_S seconds): True once the execution is to stop
+    # (its flowchart run was cancelled); the command's process group is then killed.
+    stop_requested: Callable[[], bool] | None = None
     # The open root, made on first use and kept for the life of the context (the execution);
     # not an argument, so dataclasses.replace() never carries it to a context for another root.
     _root: list[RootHandle] = field(default_factory=list, init=False, compare=False, repr=False)

@@ -34,6 +34,8 @@ from services.execution.ports import LaunchedCommand, PreparedCommand
 
 READ_CHUNK = 64 * 1024
 DRAIN_GRACE_S = 2.0
+# How often a running command asks whether it is to stop (a cancelled flowchart run).
+STOP_POLL_S = 0.5
 TRUNCATION_MARKER = "\n...[truncated {n} bytes]...\n"
 
 
@@ -122,6 +124,7 @@ class _Pump:
         self.open_pipes = 0
         self.exit_fd = exit_fd
         self.on_exit = on_exit
+        self.stopped = False
         self.poll_exit = poll_exit
         for fd, sink in zip(pipes, (self.out, self.err), strict=True):
             self.selector.register(fd, selectors.EVENT_READ, sink)
@@ -138,17 +141,28 @@ class _Pump:
             self.exit_fd = None
         self.on_exit()
 
-    def run_until(self, deadline: float) -> bool:
-        """Read until the main process exited and both pipes closed, or ``deadline``.
+    def run_until(self, deadline: float,
+                  should_stop: Callable[[], bool] | None = None) -> bool:
+        """Read until the main process exited and both pipes closed, or ``deadline``, or
+        ``should_stop`` answers True (asked every :data:`STOP_POLL_S`; ``stopped`` is then set).
 
         True if the main process exited (a command that closes its pipes early is still waited
         for; one whose background jobs keep the pipes open gets a short grace after its exit).
         """
         exited = False
+        next_stop_check = time.monotonic() + STOP_POLL_S
         while self.open_pipes or not exited:
-            remaining = deadline - time.monotonic()
+            now = time.monotonic()
+            remaining = deadline - now
             if remaining <= 0:
                 break
+            if should_stop is not None and not exited:
+                if now >= next_stop_check:
+                    if should_stop():
+                        self.stopped = True
+                        break
+                    next_stop_check = now + STOP_POLL_S
+                remaining = min(remaining, next_stop_check - now)
             polling = self.exit_fd is None and not exited
             for key, _ in self.selector.select(min(remaining, 0.05) if polling else remaining):
                 if key.data is None:
@@ -210,11 +224,15 @@ def _ms(started: float) -> float:
 
 
 def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int,
-                 on_output: OutputSink | None = None) -> CommandOutcome:
+                 on_output: OutputSink | None = None,
+                 should_stop: Callable[[], bool] | None = None) -> CommandOutcome:
     """Start ``prepared`` in a new session and collect its capped output until exit or timeout;
-    ``on_output`` (per-command bubblewrap and no sandbox) sees each chunk as it is read."""
+    ``on_output`` (per-command bubblewrap and no sandbox) sees each chunk as it is read. Once
+    ``should_stop`` answers True the command is killed as at its timeout (``SIGKILL``, not
+    ``timed_out``)."""
     if prepared.launch is not None:
-        return _run_launched(prepared.launch, timeout_s=timeout_s, cap=cap)
+        return _run_launched(prepared.launch, timeout_s=timeout_s, cap=cap,
+                             should_stop=should_stop)
     started = time.monotonic()
     try:
         proc = _spawn(prepared)
@@ -231,7 +249,7 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int,
     pump = _Pump(pipes, cap, pidfd, functools.partial(_kill_group, proc.pid),
                  functools.partial(_exited, proc.pid), on_output)
     try:
-        exited = pump.run_until(started + timeout_s)
+        exited = pump.run_until(started + timeout_s, should_stop)
         if not exited:
             _kill_group(proc.pid)
             pump.run_until(time.monotonic() + DRAIN_GRACE_S)
@@ -244,7 +262,8 @@ def run_prepared(prepared: PreparedCommand, *, timeout_s: float, cap: int,
         returncode = proc.wait()
         _finish(prepared)
     if not exited:
-        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, not pump.stopped,
+                              _ms(started))
     sig = signal.Signals(-returncode).name if returncode < 0 else None
     return CommandOutcome(returncode, sig, pump.out, pump.err, False, _ms(started))
 
@@ -253,7 +272,7 @@ SANDBOX_ENDED_NOTE = b"\n[the sandbox ended during this command; the next one st
 
 
 def _run_launched(launch: Callable[[], LaunchedCommand], *, timeout_s: float,
-                  cap: int) -> CommandOutcome:
+                  cap: int, should_stop: Callable[[], bool] | None = None) -> CommandOutcome:
     """Run a command in a long-lived sandbox: it reports the exit once nothing else of the
     command is left, so the pipes are at end of file by then."""
     started = time.monotonic()
@@ -265,7 +284,7 @@ def _run_launched(launch: Callable[[], LaunchedCommand], *, timeout_s: float,
 
     pump = _Pump([command.stdout, command.stderr], cap, command.exit_fd, on_exit)
     try:
-        exited = pump.run_until(started + timeout_s)
+        exited = pump.run_until(started + timeout_s, should_stop)
         if not exited:
             command.kill()
             if not pump.run_until(time.monotonic() + DRAIN_GRACE_S):
@@ -279,9 +298,11 @@ def _run_launched(launch: Callable[[], LaunchedCommand], *, timeout_s: float,
     if code is None:
         if exited:
             pump.err.feed(SANDBOX_ENDED_NOTE)
-        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, not exited, _ms(started))
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err,
+                              not exited and not pump.stopped, _ms(started))
     if not exited:
-        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, True, _ms(started))
+        return CommandOutcome(None, "SIGKILL", pump.out, pump.err, not pump.stopped,
+                              _ms(started))
     sig = signal.Signals(-code).name if code < 0 else None
     return CommandOutcome(code, sig, pump.out, pump.err, False, _ms(started))
 

@@ -208,7 +208,8 @@ def run(args: RunArgs, ctx: ToolDomainContext) -> dict[str, Any]:
         prepared = sandbox.prepare(
             argv, workspace=ctx.resolved_workspace_root(), cwd=cwd, env=env
         )
-        outcome = run_prepared(prepared, timeout_s=timeout_s, cap=ctx.output_cap_bytes)
+        outcome = run_prepared(prepared, timeout_s=timeout_s, cap=ctx.output_cap_bytes,
+                               should_stop=ctx.stop_requested)
     return _result(outcome, sandbox, cwd_display, timeout_s)
 
 
