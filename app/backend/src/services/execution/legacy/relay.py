@@ -16,7 +16,7 @@ from collections.abc import Sequence
 
 from services.execution.sandbox.layout import sandbox_python
 
-RELAY_PORT = 8080  # inside the sandbox's own network namespace: no conflict with the host
+RELAY_PORT = 47080  # inside the sandbox's own network namespace: no conflict with the host
 RELAY_ORIGIN = f"http://127.0.0.1:{RELAY_PORT}"
 
 PROGRAM = r"""
