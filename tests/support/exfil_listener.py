@@ -1,9 +1,10 @@
 """The attacker's servers: a TCP listener and a UDP socket that record every byte sent to them.
 
 They stand for a host on the network that a hostile model or repository wants a secret sent to
-(the security tests' witnesses): the TCP listener answers each connection with an HTTP 400 (not
-retried) and closes it (so an HTTP client does not wait), and keeps what it received; the UDP
-socket keeps every datagram. ``received()`` is everything so far, as one byte string.
+(the security tests' witnesses): the TCP listener accepts a proxy client's ``CONNECT`` (so the
+request sent through the tunnel arrives too), answers each request with an HTTP 400 (not
+retried) and closes the connection, and keeps what it received; the UDP socket keeps every
+datagram. ``received()`` is everything so far, as one byte string.
 """
 
 from __future__ import annotations
@@ -47,13 +48,24 @@ class TcpWitness:
         conn.settimeout(5)
         with conn:
             with contextlib.suppress(OSError):
-                while chunk := conn.recv(65536):
-                    with self._lock:
-                        self._data += chunk
-                    if b"\r\n\r\n" in chunk or len(self._data) > 1_000_000:
-                        break
+                head = self._head(conn)
+                if head.startswith(b"CONNECT "):  # a proxy client: the tunnel, then its request
+                    conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+                    self._head(conn)
             with contextlib.suppress(OSError):
                 conn.sendall(b"HTTP/1.1 400 Nope\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+
+    def _head(self, conn: socket.socket) -> bytes:
+        """Bytes up to the end of a request head (or the connection's end), recorded."""
+        seen = bytearray()
+        while b"\r\n\r\n" not in seen and len(seen) < 1_000_000:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            seen += chunk
+            with self._lock:
+                self._data += chunk
+        return bytes(seen)
 
     def received(self) -> bytes:
         with self._lock:
@@ -92,6 +104,18 @@ class UdpWitness:
                 return
             with self._lock:
                 self._data += data
+
+    def _head(self, conn: socket.socket) -> bytes:
+        """Bytes up to the end of a request head (or the connection's end), recorded."""
+        seen = bytearray()
+        while b"\r\n\r\n" not in seen and len(seen) < 1_000_000:
+            chunk = conn.recv(65536)
+            if not chunk:
+                break
+            seen += chunk
+            with self._lock:
+                self._data += chunk
+        return bytes(seen)
 
     def received(self) -> bytes:
         with self._lock:
