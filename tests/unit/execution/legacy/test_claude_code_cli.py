@@ -1,5 +1,5 @@
 """The Claude Code adapter of the legacy runtime: its argv, its environment, its stream parser,
-and the confinement argv (the CLI keeps the network it needs, nothing else widens)."""
+and the confinement argv (the CLI gets no network of its own, its home is bound)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,15 @@ from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.legacy.claude_code import ClaudeCodeCli
 from services.execution.legacy.cli import CliRequest, ModelTurn, SessionEnd, ToolOutput
 from services.execution.legacy.process import confine
+from services.execution.providers.cloud_auth import auth_mode
 from services.execution.sandbox.selection import BwrapSandbox, NoSandbox
 
 ENV = {"ANTHROPIC_API_KEY": "sk-k", "ANTHROPIC_BASE_URL": "http://127.0.0.1:9",
        "STUDIO_GITHUB_TOKEN": "ghs_secret", "STUDIO_DATABASE_URL": "postgresql://u:p@h/db",
        "OPENAI_API_KEY": "sk-other", "PATH": "/usr/bin:/bin"}
 REQUEST = CliRequest(prompt="fix it", model="claude-sonnet-4-5", max_turns=7,
-                     max_budget_usd=1.5, home=Path("/tmp/home"))
+                     max_budget_usd=1.5, home=Path("/tmp/home"),
+                     endpoint="http://127.0.0.1:8080", token="studio-tok")
 
 
 def test_the_argv_turns_every_project_source_off_and_sets_the_limits() -> None:
@@ -32,11 +34,34 @@ def test_the_argv_turns_every_project_source_off_and_sets_the_limits() -> None:
     assert "--dangerously-skip-permissions" not in argv
 
 
-def test_the_environment_holds_the_provider_key_and_nothing_else_secret() -> None:
-    env = ClaudeCodeCli(Path("/opt/claude"), ENV).env(REQUEST)
-    assert env["ANTHROPIC_API_KEY"] == "sk-k" and env["ANTHROPIC_BASE_URL"].endswith(":9")
+def test_the_environment_holds_the_proxy_and_its_token_never_the_key() -> None:
+    cli = ClaudeCodeCli(Path("/opt/claude"), ENV)
+    env = cli.env(REQUEST)
+    assert env["ANTHROPIC_API_KEY"] == "studio-tok"
+    assert env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:8080"
     assert env["HOME"] == "/tmp/home" and env["CLAUDE_CONFIG_DIR"] == "/tmp/home/.claude"
     assert not {"STUDIO_GITHUB_TOKEN", "STUDIO_DATABASE_URL", "OPENAI_API_KEY"} & set(env)
+    assert "sk-k" not in json.dumps(env)
+    route = cli.model_route()  # the key stays with the harness's proxy
+    assert (route.upstream, route.header, route.value) == ("http://127.0.0.1:9", "x-api-key",
+                                                           "sk-k")
+    assert "sk-k" not in repr(route)
+
+
+def test_an_auth_token_deployment_sends_the_token_as_a_bearer() -> None:
+    env = {"ANTHROPIC_AUTH_TOKEN": "tok-123456"}
+    cli = ClaudeCodeCli(Path("/opt/claude"), env)
+    assert cli.env(REQUEST)["ANTHROPIC_AUTH_TOKEN"] == "studio-tok"
+    route = cli.model_route()
+    assert (route.header, route.value) == ("authorization", "Bearer tok-123456")
+    assert route.upstream == "https://api.anthropic.com"
+
+
+def test_a_cloud_auth_mode_is_refused_in_the_legacy_runtime() -> None:
+    cli = ClaudeCodeCli(Path("/opt/claude"), ENV, auth_mode("claude", "bedrock"))
+    with pytest.raises(ExecutionError) as info:
+        cli.model_route()
+    assert info.value.code is ErrorCode.UNSUPPORTED_CAPABILITY
 
 
 def test_the_stream_becomes_turns_tool_outputs_and_the_end() -> None:
@@ -62,7 +87,7 @@ def test_the_stream_becomes_turns_tool_outputs_and_the_end() -> None:
             cli.parse(garbage)
 
 
-def test_bubblewrap_keeps_the_network_binds_the_home_and_nothing_else(tmp_path: Path) -> None:
+def test_bubblewrap_shares_no_network_and_binds_the_home(tmp_path: Path) -> None:
     workspace, home = tmp_path / "ws", tmp_path / "home"
     workspace.mkdir()
     home.mkdir()
@@ -71,10 +96,9 @@ def test_bubblewrap_keeps_the_network_binds_the_home_and_nothing_else(tmp_path: 
                        workspace=workspace, home=home)
     argv = prepared.argv
     prepared.close_fds()
-    assert argv[argv.index("--unshare-all") + 1] == "--share-net"
+    assert "--unshare-all" in argv and "--share-net" not in argv
     at = argv.index("--bind", argv.index("--ro-bind", argv.index(str(workspace / ".git"))))
     assert argv[at:at + 3] == ["--bind", str(home), "/tmp/home"]
-    assert argv.count("--share-net") == 1
 
 
 def test_landlock_is_refused_and_none_runs_unconfined(tmp_path: Path) -> None:

@@ -23,7 +23,8 @@ ENV = {"OPENAI_API_KEY": "sk-o", "OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
        "ANTHROPIC_API_KEY": "sk-a", "STUDIO_GITHUB_TOKEN": "ghs_secret",
        "STUDIO_DATABASE_URL": "postgresql://u:p@h/db", "PATH": "/opt/evil:/usr/bin"}
 REQUEST = CliRequest(prompt="fix it", model="m", max_turns=5, max_budget_usd=1.0,
-                     home=Path("/tmp/home"))
+                     home=Path("/tmp/home"), endpoint="http://127.0.0.1:8080/v1",
+                     token="studio-tok")
 
 
 def test_codex_argv_never_trusts_the_project_and_names_its_provider() -> None:
@@ -31,7 +32,8 @@ def test_codex_argv_never_trusts_the_project_and_names_its_provider() -> None:
     assert argv[1:3] == ["exec", "--json"] and "--trust" not in argv
     assert {"--ephemeral", "--ignore-user-config", "--ignore-rules"} <= set(argv)
     assert "--dangerously-bypass-approvals-and-sandbox" in argv
-    assert any('base_url="http://127.0.0.1:9/v1"' in a for a in argv)
+    assert any('base_url="http://127.0.0.1:8080/v1"' in a for a in argv)
+    assert not any("127.0.0.1:9" in a or "sk-o" in a for a in argv)
     assert 'shell_environment_policy.inherit="core"' in argv
     unconfined = CodexCli(Path("/x/codex"), ENV).argv(REQUEST, sandboxed=False)
     assert "--dangerously-bypass-approvals-and-sandbox" not in unconfined
@@ -40,9 +42,12 @@ def test_codex_argv_never_trusts_the_project_and_names_its_provider() -> None:
 
 @pytest.mark.parametrize("cli,key", [(CodexCli(Path("/x/codex"), ENV), "OPENAI_API_KEY"),
                                      (GeminiCli(Path("/x/gemini"), ENV), "GEMINI_API_KEY")])
-def test_the_environment_holds_only_its_own_key(cli: CodexCli | GeminiCli, key: str) -> None:
+def test_the_environment_holds_only_the_proxy_token(cli: CodexCli | GeminiCli, key: str) -> None:
     env = cli.env(REQUEST)
-    assert env[key] and env["HOME"] == "/tmp/home" and "/opt/evil" not in env["PATH"]
+    assert env[key] == "studio-tok" and env["HOME"] == "/tmp/home"
+    assert "/opt/evil" not in env["PATH"]
+    assert ENV[key] not in json.dumps(env)  # the key stays with the harness's proxy
+    assert cli.model_route().value.endswith(ENV[key])
     secrets = {"STUDIO_GITHUB_TOKEN", "STUDIO_DATABASE_URL", "ANTHROPIC_API_KEY"}
     assert not secrets & set(env)
     other = {"OPENAI_API_KEY", "GEMINI_API_KEY"} - {key}
@@ -101,3 +106,13 @@ def test_gemini_deltas_join_into_turns_and_the_result_carries_usage() -> None:
         "input_tokens": 5, "output_tokens": 2, "cached": 0}}))
     assert [type(i) for i in end] == [ModelTurn, UsageReport, SessionEnd]
     assert isinstance(end[2], SessionEnd) and end[2].final_text == "{}"
+
+
+def test_gemini_ignores_the_repository_env_file_and_pins_its_routing_variables() -> None:
+    cli = GeminiCli(Path("/x/gemini"), ENV)
+    settings = json.loads(cli.home_files(REQUEST)[".gemini/settings.json"])
+    assert settings["advanced"]["ignoreLocalEnv"] is True
+    env = cli.env(REQUEST)
+    assert env["GOOGLE_GEMINI_BASE_URL"] == "http://127.0.0.1:8080/v1"
+    for name in ("GOOGLE_API_KEY", "HTTPS_PROXY", "https_proxy", "GOOGLE_GENAI_USE_VERTEXAI"):
+        assert env[name] == ""  # present, so no .env fills it

@@ -1,5 +1,5 @@
-"""The TCP-connect limit the legacy runtime puts in front of a CLI under bubblewrap: the ports it
-derives, and the limit itself (a real Landlock ruleset on this kernel, in a child process)."""
+"""The TCP-connect limit the legacy runtime puts in front of a CLI under bubblewrap (a real
+Landlock ruleset on this kernel, in a child process)."""
 
 from __future__ import annotations
 
@@ -7,15 +7,7 @@ import socket
 import subprocess
 import sys
 
-from services.execution.legacy.netlimit import endpoint_ports, limited, url_port
-
-
-def test_ports_come_from_the_base_url_and_any_proxy() -> None:
-    assert url_port("http://127.0.0.1:8123/v1") == 8123
-    assert url_port("https://api.example.com") == 443 and url_port("http://h") == 80
-    assert url_port(None) == 443
-    env = {"OPENAI_BASE_URL": "http://127.0.0.1:9000/v1", "HTTPS_PROXY": "http://proxy:3128"}
-    assert endpoint_ports(env, "OPENAI_BASE_URL") == [9000, 3128]
+from services.execution.legacy.netlimit import limited
 
 
 def _listener() -> socket.socket:

@@ -54,6 +54,7 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
 from services.runs.agent_setup import ModelPlan, agent_mcp_config, model_plan
+from services.runs.file_redaction import redact_tree
 from services.settings import (
     StudioSettings,
     capture_message_content,
@@ -161,13 +162,9 @@ def transcript_dir(settings: StudioSettings, execution_id: str) -> Path:
 
 
 def redact_files(directory: Path, redactor: Redactor) -> None:
-    """Known secrets out of every file kept under ``directory``."""
-    for path in directory.rglob("*") if directory.exists() else []:
-        if path.is_file():
-            text = path.read_text(encoding="utf-8", errors="replace")
-            cleaned = redactor.text(text)
-            if cleaned != text:
-                path.write_text(cleaned, encoding="utf-8")
+    """Known secrets out of every file kept under ``directory``, never following a link out of
+    it (:func:`services.runs.file_redaction.redact_tree`)."""
+    redact_tree(directory, redactor)
 
 
 async def _drive(engine: ModelClient | SelfDrivingEngine, deps: AgentDeps, prompt: str,

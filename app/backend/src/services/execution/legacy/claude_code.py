@@ -16,9 +16,12 @@ Flags, and why:
 - ``--no-session-persistence``: nothing to resume is left behind;
 - ``--append-system-prompt``: the final answer as the JSON :class:`AgentResult`.
 
-Environment (:func:`claude_env_from`): the provider's allowlist only (key, base URL, proxies,
-CA), the switches that stop its non-essential traffic, a private ``HOME`` and
-``CLAUDE_CONFIG_DIR`` under it.
+Environment: the base URL of the harness's model proxy and this execution's token as
+``ANTHROPIC_API_KEY`` (``ANTHROPIC_AUTH_TOKEN`` when the deployment uses an auth token), the
+switches that stop its non-essential traffic, a private ``HOME`` and ``CLAUDE_CONFIG_DIR`` under
+it; the deployment's key stays in the proxy (:mod:`.keyproxy`). Only the API-key auth mode runs
+here: the cloud modes (Bedrock, Vertex, ...) sign each request with credentials the CLI would have
+to hold.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.legacy.cli import (
     CliRequest,
     CliToolCall,
@@ -37,12 +41,16 @@ from services.execution.legacy.cli import (
     SessionEnd,
     ToolOutput,
 )
-from services.execution.legacy.netlimit import endpoint_ports
+from services.execution.legacy.keyproxy import ModelRoute
 from services.execution.messages import Usage, UsageSemantic
-from services.execution.providers.claude_env import DEFAULT_PATH, claude_env_from
-from services.execution.providers.cloud_auth import AuthMode
+from services.execution.providers.claude_env import DEFAULT_PATH, FIXED_ENV
+from services.execution.providers.cloud_auth import API_KEY, AuthMode
 
 TOOLS = "Bash,Read,Edit,Write,Glob,Grep"
+DEFAULT_BASE_URL = "https://api.anthropic.com"
+#: The Messages API, below the base URL: all the CLI's model calls.
+MODEL_PATHS = (r"/v1/messages(/count_tokens)?",)
+PLAIN_ENV = ("LANG", "LC_ALL", "TZ")
 RESULT_INSTRUCTIONS = (
     "Work only inside the current directory. Do not commit, push or open pull requests: the "
     "harness does that. When the work is done (or cannot be done), answer with one JSON object "
@@ -68,8 +76,22 @@ class ClaudeCodeCli:
     def home_files(self, request: CliRequest) -> dict[str, str]:
         return {}
 
-    def model_ports(self) -> list[int]:
-        return endpoint_ports(self.environ, "ANTHROPIC_BASE_URL")
+    def _uses_auth_token(self) -> bool:
+        return not self.environ.get("ANTHROPIC_API_KEY") \
+            and bool(self.environ.get("ANTHROPIC_AUTH_TOKEN"))
+
+    def model_route(self) -> ModelRoute:
+        if self.auth_mode is not None and self.auth_mode.name != API_KEY:
+            raise ExecutionError(
+                f"the legacy runtime runs Claude Code with the API key only (STUDIO_CLAUDE_AUTH="
+                f"{self.auth_mode.name} signs requests with credentials the CLI would hold)",
+                code=ErrorCode.UNSUPPORTED_CAPABILITY)
+        upstream = self.environ.get("ANTHROPIC_BASE_URL") or DEFAULT_BASE_URL
+        if self._uses_auth_token():
+            return ModelRoute(upstream, "authorization",
+                              f"Bearer {self.environ['ANTHROPIC_AUTH_TOKEN']}", MODEL_PATHS)
+        return ModelRoute(upstream, "x-api-key", self.environ.get("ANTHROPIC_API_KEY", ""),
+                          MODEL_PATHS)
 
     def readable(self) -> list[Path]:
         return [Path(os.path.realpath(self.executable)).parent]
@@ -88,8 +110,13 @@ class ClaudeCodeCli:
         ]
 
     def env(self, request: CliRequest) -> dict[str, str]:
-        env = claude_env_from(self.environ, self.auth_mode)
-        env.setdefault("PATH", DEFAULT_PATH)
+        env = {k: v for k, v in self.environ.items() if k in PLAIN_ENV}
+        env.update(FIXED_ENV)
+        env["PATH"] = self.environ.get("PATH") or DEFAULT_PATH
+        env["ANTHROPIC_BASE_URL"] = request.endpoint
+        env["ANTHROPIC_AUTH_TOKEN" if self._uses_auth_token() else "ANTHROPIC_API_KEY"] = \
+            request.token
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         env["HOME"] = str(request.home)
         env["CLAUDE_CONFIG_DIR"] = str(request.home / ".claude")
         return env

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from services.execution.legacy.keyproxy import ModelRoute
 from services.execution.messages import Usage
 
 
@@ -71,6 +72,8 @@ class CliRequest:
     max_turns: int
     max_budget_usd: float
     home: Path  # the CLI's private home as the CLI sees it
+    endpoint: str = ""  # the base URL of the harness's model proxy, as the CLI reaches it
+    token: str = ""  # the per-execution token the CLI sends instead of the provider key
 
 
 class CliAdapter(Protocol):
@@ -78,6 +81,7 @@ class CliAdapter(Protocol):
 
     name: str
     provider: str
+    environ: dict[str, str]  # the deployment's environment (the key, its base URL, proxies)
     home_dirs: tuple[str, ...]  # created in the private home before the CLI starts
     hidden: tuple[str, ...]  # workspace entries masked with an empty directory (bubblewrap)
 
@@ -85,9 +89,9 @@ class CliAdapter(Protocol):
         """Files written into the private home before the CLI starts (its own settings)."""
         ...
 
-    def model_ports(self) -> list[int]:
-        """The TCP ports the CLI must reach (its model endpoint, a proxy): all it may connect
-        to under bubblewrap (:mod:`.netlimit`)."""
+    def model_route(self) -> ModelRoute:
+        """Where the CLI's model calls go and the credential they carry: held by the harness's
+        model proxy (:mod:`.keyproxy`), never given to the CLI."""
         ...
 
     def readable(self) -> list[Path]:
@@ -100,7 +104,8 @@ class CliAdapter(Protocol):
         ...
 
     def env(self, request: CliRequest) -> dict[str, str]:
-        """The whole environment of the CLI: its provider key and base URL, nothing else secret."""
+        """The whole environment of the CLI: the proxy's base URL and token
+        (``request.endpoint``, ``request.token``), nothing secret."""
         ...
 
     def parse(self, line: str) -> list[Item]:

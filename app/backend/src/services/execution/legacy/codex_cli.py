@@ -11,8 +11,9 @@ Flags, and why:
   home), so the repository's ``.codex/config.toml`` (its MCP servers, hooks, shell environment
   policy, model provider) is not loaded;
 - the model provider is given on the command line (``-c model_provider=studio`` with its
-  ``base_url`` from ``OPENAI_BASE_URL`` and ``env_key=OPENAI_API_KEY``, Responses over SSE), so
-  nothing in a configuration file can redirect the key;
+  ``base_url`` the harness's model proxy and ``env_key=OPENAI_API_KEY``, Responses over SSE), so
+  nothing in a configuration file can redirect it; ``OPENAI_API_KEY`` holds this execution's
+  token, the deployment's key (and ``OPENAI_BASE_URL``) stay in the proxy (:mod:`.keyproxy`);
 - ``shell_environment_policy.inherit=core``: commands the model runs do not get the key;
 - the final-answer instructions (the :class:`AgentResult` JSON) follow the task in the prompt;
 - under bubblewrap, ``--dangerously-bypass-approvals-and-sandbox``: the harness's sandbox
@@ -40,13 +41,13 @@ from services.execution.legacy.cli import (
     ToolOutput,
     UsageReport,
 )
-from services.execution.legacy.netlimit import endpoint_ports
+from services.execution.legacy.keyproxy import ModelRoute
 from services.execution.messages import Usage, UsageSemantic
 
-ALLOWED_ENV = frozenset({"OPENAI_API_KEY", "HTTPS_PROXY", "HTTP_PROXY", "NO_PROXY",
-                         "https_proxy", "http_proxy", "no_proxy", "SSL_CERT_FILE",
-                         "SSL_CERT_DIR", "LANG", "LC_ALL", "TZ"})
+ALLOWED_ENV = frozenset({"LANG", "LC_ALL", "TZ"})
 DEFAULT_BASE_URL = "https://api.openai.com/v1"
+#: The Responses API (and the model list), below the base URL: all the CLI's model calls.
+MODEL_PATHS = (r"/responses(/compact)?", r"/models")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSTRUCTIONS = (
     "Work only inside the current directory. Do not commit, push or open pull requests: the "
@@ -72,8 +73,10 @@ class CodexCli:
     def home_files(self, request: CliRequest) -> dict[str, str]:
         return {}
 
-    def model_ports(self) -> list[int]:
-        return endpoint_ports(self.environ, "OPENAI_BASE_URL")
+    def model_route(self) -> ModelRoute:
+        return ModelRoute(self.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL,
+                          "authorization", f"Bearer {self.environ.get('OPENAI_API_KEY', '')}",
+                          MODEL_PATHS)
 
     def readable(self) -> list[Path]:
         # bin/codex.js and the platform package with the native binary, under node_modules
@@ -84,8 +87,7 @@ class CodexCli:
         return [real.parent]
 
     def argv(self, request: CliRequest, *, sandboxed: bool) -> list[str]:
-        base_url = self.environ.get("OPENAI_BASE_URL") or DEFAULT_BASE_URL
-        provider = (f'{{name="studio", base_url={json.dumps(base_url)}, '
+        provider = (f'{{name="studio", base_url={json.dumps(request.endpoint)}, '
                     'env_key="OPENAI_API_KEY", wire_api="responses"}')
         confinement = (["--dangerously-bypass-approvals-and-sandbox"] if sandboxed
                        else ["--sandbox", "workspace-write"])
@@ -102,6 +104,8 @@ class CodexCli:
         env["PATH"] = SYSTEM_PATH  # node from the system
         env["HOME"] = str(request.home)
         env["CODEX_HOME"] = str(request.home / ".codex")
+        env["OPENAI_API_KEY"] = request.token
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         return env
 
     def parse(self, line: str) -> list[Item]:

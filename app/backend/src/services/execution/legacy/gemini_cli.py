@@ -12,7 +12,15 @@ Flags and files, and why:
   an empty read-only directory over it (:attr:`GeminiCli.hidden`; bubblewrap only, the runtime
   refuses gemini unconfined);
 - the user settings in the private home name the API-key auth, turn telemetry, usage statistics
-  and update checks off, and cap the session's turns (``model.maxSessionTurns``).
+  and update checks off, cap the session's turns (``model.maxSessionTurns``) and set
+  ``advanced.ignoreLocalEnv``: in a trusted session the CLI otherwise loads the first ``.env`` of
+  the working directory or a parent and sets every variable the environment left unset (a
+  repository's ``GOOGLE_GEMINI_BASE_URL``, ``HTTPS_PROXY``, ``GOOGLE_API_KEY`` ...). With the
+  setting (read in ``loadEnvironment`` of the pinned 0.61.0) only the home's ``.env`` counts, and
+  the home is private; the harness also sets the variables that route or authenticate the
+  model's calls itself (an empty value is set, so no file fills it);
+- ``GEMINI_API_KEY`` holds this execution's token and ``GOOGLE_GEMINI_BASE_URL`` the harness's
+  model proxy: the deployment's key never reaches the CLI (:mod:`.keyproxy`).
 
 ``GEMINI.md`` is still read as instructions (it runs nothing). Usage is reported once, in the
 ``result`` event: the harness prices it then.
@@ -34,12 +42,20 @@ from services.execution.legacy.cli import (
     ToolOutput,
     UsageReport,
 )
-from services.execution.legacy.netlimit import endpoint_ports
+from services.execution.legacy.keyproxy import ModelRoute
 from services.execution.messages import Usage, UsageSemantic
 
-ALLOWED_ENV = frozenset({"GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "HTTPS_PROXY",
-                         "HTTP_PROXY", "NO_PROXY", "https_proxy", "http_proxy", "no_proxy",
-                         "NODE_EXTRA_CA_CERTS", "LANG", "LC_ALL", "TZ"})
+ALLOWED_ENV = frozenset({"LANG", "LC_ALL", "TZ"})
+DEFAULT_BASE_URL = "https://generativelanguage.googleapis.com"
+#: generateContent and its kin, below the base URL: all the CLI's model calls.
+MODEL_PATHS = (r"/v1(alpha|beta)?/models/[A-Za-z0-9._-]+:"
+               r"(streamGenerateContent|generateContent|countTokens)",)
+#: Variables the CLI reads that route or authenticate its model calls, or proxy them: set by
+#: the harness (empty when unused) so no ``.env`` can fill them.
+PINNED_EMPTY = ("GOOGLE_API_KEY", "GOOGLE_CLOUD_PROJECT", "GOOGLE_CLOUD_LOCATION",
+                "GOOGLE_GENAI_USE_VERTEXAI", "GOOGLE_GENAI_USE_GCA", "GOOGLE_VERTEX_BASE_URL",
+                "HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY",
+                "all_proxy")
 SYSTEM_PATH = "/usr/local/bin:/usr/bin:/bin"
 INSTRUCTIONS = (
     "Work only inside the current directory. Do not commit, push or open pull requests: the "
@@ -64,8 +80,9 @@ class GeminiCli:
         self._turn = 0
         self._after_result = True
 
-    def model_ports(self) -> list[int]:
-        return endpoint_ports(self.environ, "GOOGLE_GEMINI_BASE_URL")
+    def model_route(self) -> ModelRoute:
+        return ModelRoute(self.environ.get("GOOGLE_GEMINI_BASE_URL") or DEFAULT_BASE_URL,
+                          "x-goog-api-key", self.environ.get("GEMINI_API_KEY", ""), MODEL_PATHS)
 
     def readable(self) -> list[Path]:
         real = Path(os.path.realpath(self.executable))
@@ -79,6 +96,7 @@ class GeminiCli:
             "security": {"auth": {"selectedType": "gemini-api-key"}},
             "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
             "general": {"disableAutoUpdate": True, "disableUpdateNag": True},
+            "advanced": {"ignoreLocalEnv": True},
             # one more than the harness allows: the harness sees the extra turn and stops the
             # CLI with max_iterations_exceeded; the CLI's own cap is the backstop
             "model": {"maxSessionTurns": request.max_turns + 1},
@@ -92,9 +110,13 @@ class GeminiCli:
 
     def env(self, request: CliRequest) -> dict[str, str]:
         env = {k: v for k, v in self.environ.items() if k in ALLOWED_ENV}
+        env.update(dict.fromkeys(PINNED_EMPTY, ""))
         env["PATH"] = SYSTEM_PATH  # node from the system
         env["HOME"] = str(request.home)
         env["NO_COLOR"] = "1"
+        env["GEMINI_API_KEY"] = request.token
+        env["GOOGLE_GEMINI_BASE_URL"] = request.endpoint
+        env["NO_PROXY"] = env["no_proxy"] = "127.0.0.1,localhost"
         return env
 
     def parse(self, line: str) -> list[Item]:

@@ -1,20 +1,19 @@
-"""Inside the sandbox, before the CLI starts: TCP connections only to its model's ports.
+"""Inside the sandbox, before the CLI starts: TCP connections only to the relay's port.
 
-Under bubblewrap the CLI keeps the host's network namespace (it must reach its model). A small
-Python program runs first inside the sandbox (the harness's own interpreter, ``-I -S``, nothing
-imported beyond ``ctypes``): it creates a Landlock ruleset (ABI 4 or later) that handles TCP
-``connect`` and allows it to the given ports only, sets no-new-privileges, restricts itself and
-``exec``\\ s the CLI. The restriction holds for the CLI and every command it starts, so none of
-them reaches a database, Redis or a metadata service on another port (loopback included); with
-ABI 6, abstract Unix sockets (the host's live in the shared network namespace) and signals
-outside the CLI's own domain are refused too. UDP (DNS) is not covered by Landlock. On a
-kernel without Landlock network rules the program refuses to start the CLI (exit code 97).
+Under bubblewrap the CLI has a network namespace of its own (a loopback interface only); the one
+thing it must reach is the relay to the harness's model proxy (:mod:`.relay`). A small Python
+program runs first inside the sandbox (the harness's own interpreter, ``-I -S``, nothing imported
+beyond ``ctypes``): it creates a Landlock ruleset (ABI 4 or later) that handles TCP ``connect`` and
+allows it to the given ports only, sets no-new-privileges, restricts itself and ``exec``\\ s the
+CLI. The restriction holds for the CLI and every command it starts, a second bound under the
+namespace's; with ABI 6, abstract Unix sockets and signals outside the CLI's own domain are
+refused too. On a kernel without Landlock network rules the program refuses to start the CLI
+(exit code 97).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from urllib.parse import urlsplit
+from collections.abc import Sequence
 
 from services.execution.sandbox.layout import sandbox_python
 
@@ -57,26 +56,6 @@ if libc.prctl(38, 1, 0, 0, 0) != 0 or libc.syscall(446, ctypes.c_int(fd),
 os.close(fd)
 os.execv(argv[0], argv)
 """
-
-
-def url_port(url: str | None, default: int = 443) -> int:
-    """The TCP port of ``url`` (its scheme's default when it names none)."""
-    if not url:
-        return default
-    parts = urlsplit(url)
-    if parts.port is not None:
-        return parts.port
-    return 80 if parts.scheme == "http" else 443
-
-
-PROXY_VARIABLES = ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy")
-
-
-def endpoint_ports(environ: Mapping[str, str], base_url_variable: str) -> list[int]:
-    """The ports a CLI needs: its model's (from ``base_url_variable``) and any proxy's."""
-    ports = [url_port(environ.get(base_url_variable))]
-    ports += [url_port(environ[name]) for name in PROXY_VARIABLES if environ.get(name)]
-    return ports
 
 
 def limited(argv: Sequence[str], ports: Sequence[int], python: str | None = None) -> list[str]:

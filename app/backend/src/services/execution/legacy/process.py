@@ -5,13 +5,13 @@ CLI needs it:
 
 - ``bwrap``: the same filesystem view as every command (system directories read-only, the
   workspace writable, its ``.git`` read-only, everything else invisible), plus the CLI's own
-  directory read-only, the private home directory bound at the sandbox's ``HOME``, and
-  ``--share-net``: the CLI must reach its model,
-  so the sandbox keeps the host's network namespace (see the runtime docs for what that exposes);
+  directory read-only and the private home directory bound at the sandbox's ``HOME``; its
+  network namespace is its own, as every command's: a loopback interface and nothing else
+  (the CLI reaches its model through :mod:`.relay` and the harness's :mod:`.keyproxy`);
 - ``none`` (development only): no confinement beyond the scrubbed environment and the private
   home (and a parent-death signal, so the CLI does not outlive a crashed harness);
-- ``landlock``: refused (``sandbox_unavailable``): its network rules forbid every TCP connect,
-  so the CLI could not reach its model.
+- ``landlock``: refused (``sandbox_unavailable``): it has no network namespace of its own, so
+  the CLI could not be kept to its model proxy.
 
 :class:`CliProcess` starts it in a new session (its own process group), collects stdout lines in
 a queue from a reader thread, keeps the tail of stderr, and :meth:`CliProcess.kill` ends the
@@ -62,7 +62,6 @@ def confine(sandbox: CommandSandbox, argv: list[str], env: dict[str, str], *,
     except ToolFailure as exc:
         raise ExecutionError(exc.message, code=ErrorCode.SANDBOX_UNAVAILABLE) from None
     wrapped = list(prepared.argv)
-    wrapped.insert(wrapped.index("--unshare-all") + 1, "--share-net")
     # the CLI's own files, read-only (an operator's CLI may live outside the system dirs),
     # mounted before the root turns read-only (their mount points are created then)
     dirs = readable if readable is not None else [Path(os.path.realpath(argv[0])).parent]

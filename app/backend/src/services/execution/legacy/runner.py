@@ -19,13 +19,14 @@ are not its stream format, ends with ``legacy_cli_failed`` and its stderr tail a
 from __future__ import annotations
 
 import queue
+import socket
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from services.execution.errors import ErrorCode
+from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.guards import AgentLimits
 from services.execution.legacy.cli import (
     CliAdapter,
@@ -37,8 +38,10 @@ from services.execution.legacy.cli import (
     UsageReport,
     domain_of,
 )
+from services.execution.legacy.keyproxy import KeyProxy
 from services.execution.legacy.netlimit import limited
 from services.execution.legacy.process import CliProcess, confine, home_inside
+from services.execution.legacy.relay import RELAY_ORIGIN, RELAY_PORT, relayed
 from services.execution.messages import AgentResult, AgentStatus, Usage
 from services.execution.outcomes import OUTCOME_FOR_CODE, Outcome, RunResult, StopRun, UsageTotals
 from services.execution.ports import (
@@ -108,6 +111,7 @@ class LegacyRunner:
             self.usage.cost_usd = deps.spent.cost_usd
         self.state = _State()
         self.process: CliProcess | None = None
+        self.proxy: KeyProxy | None = None
 
     # -- entry --------------------------------------------------------------------------------
     def run(self, prompt: str) -> RunResult:
@@ -128,27 +132,47 @@ class LegacyRunner:
             return self._conclude(exit_code)
         except StopRun as stop:
             return self._finish(stop.outcome, code=stop.code, message=stop.message)
+        finally:
+            if self.proxy is not None:
+                self.proxy.close()
 
     def _start(self, prompt: str) -> CliProcess:
         limits = self.deps.limits
+        sandbox = self._sandbox()
+        bwrap = sandbox.mode == "bwrap"
+        try:
+            self.proxy = KeyProxy(self.cli.model_route(), self.cli.environ)
+        except ExecutionError as exc:
+            raise StopRun(exc.code, exc.message) from None
+        except ValueError as exc:
+            raise StopRun(ErrorCode.CONFIG_ERROR, f"the model's base URL: {exc}") from None
+        channel: socket.socket | None = None
+        if bwrap:  # the CLI's connections arrive over a Unix socket from the sandbox's relay
+            channel, inner = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+            self.proxy.accept_from(channel)
+            origin = RELAY_ORIGIN
+        else:  # development: the proxy listens on the host's loopback
+            origin = self.proxy.listen()
         for name in ("", *self.cli.home_dirs):
             (self.home / name).mkdir(parents=True, exist_ok=True)
         request = CliRequest(prompt=prompt, model=self.model,
                              max_turns=limits.max_iterations,
                              max_budget_usd=max(limits.max_budget_usd - self.usage.cost_usd, 0),
-                             home=home_inside(self._sandbox(), self.home))
+                             home=home_inside(sandbox, self.home),
+                             endpoint=self.proxy.base_url(origin), token=self.proxy.token)
         for relative, content in self.cli.home_files(request).items():
             (self.home / relative).parent.mkdir(parents=True, exist_ok=True)
             (self.home / relative).write_text(content, encoding="utf-8")
         workspace = self.deps.ctx.resolved_workspace_root()
-        sandbox = self._sandbox()
-        bwrap = sandbox.mode == "bwrap"
         argv = self.cli.argv(request, sandboxed=bwrap)
-        if bwrap:  # the host network is shared: TCP connect limited to the model's ports
-            argv = limited(argv, self.cli.model_ports())
+        if channel is not None:  # its own network: the relay's port is all there is to reach
+            fd = inner.detach()
+            argv = relayed(limited(argv, [RELAY_PORT]), fd)
         prepared = confine(sandbox, argv, self.cli.env(request), workspace=workspace,
                            home=self.home, readable=self.cli.readable(),
                            hidden=self.cli.hidden)
+        if channel is not None:
+            prepared = replace(prepared, pass_fds=(*prepared.pass_fds, fd))
         return CliProcess(prepared)
 
     def _sandbox(self) -> CommandSandbox:
