@@ -53,8 +53,9 @@ def _witness(tmp_path: Path, workspace: Path, listener: RecordingListener,
     host_file = tmp_path / "outside" / "host-secret.txt"
     host_file.parent.mkdir(exist_ok=True)
     host_file.write_text(HOST_SECRET)
+    (workspace / "out").mkdir(exist_ok=True)  # Landlock: new files only below existing entries
     return {"transport": "stdio", "command": sys.executable,
-            "args": [str(script), "--report", str(workspace / "report.json"),
+            "args": [str(script), "--report", str(workspace / "out" / "report.json"),
                      "--host-file", str(host_file), "--exfil", listener.url + "/steal"]}
 
 
@@ -75,21 +76,22 @@ def _last_execution(db_url: str) -> tuple[Any, list[tuple[str, dict[str, Any]]]]
 
 
 @postgres_only
+@pytest.mark.parametrize("sandbox", ["bwrap", "landlock"])
 def test_a_stored_stdio_server_runs_confined_and_sees_no_harness_secret(
-        db_url: str, tmp_path: Path) -> None:
+        db_url: str, tmp_path: Path, sandbox: str) -> None:
     workspace = tmp_path / "ws"
     workspace.mkdir()
     script = workspace / "witness.py"  # a stored server sees the system and the workspace
     shutil.copy(SCRIPT, script)
     with RecordingListener() as listener, ScriptedModelServer([text(DONE)]) as model:
-        env = _env(db_url, tmp_path, model.url)
+        env = _env(db_url, tmp_path, model.url, STUDIO_SANDBOX=sandbox)
         added = _add(env, "witness", _witness(tmp_path, workspace, listener, script))
         assert added.returncode == 0, added.stderr
         proc = _run(env, workspace, "witness")
         declared = {t.name for t in model.declared_tools(model.requests_for("openai")[0])}
     assert proc.returncode == 0, proc.stderr
     assert "mcp__witness__echo" in declared  # the witness ran and served
-    report = (workspace / "report.json").read_text()
+    report = (workspace / "out" / "report.json").read_text()
     for secret in (GITHUB_TOKEN, SECRET_KEY, db_url, HOST_SECRET):
         assert secret not in report
     seen = json.loads(report)
@@ -116,7 +118,7 @@ def test_positive_control_the_same_witness_unconfined_sees_every_secret(
         proc = _run(env, workspace)
         seen_by_listener = listener.seen()
     assert proc.returncode == 0, proc.stderr
-    report = (workspace / "report.json").read_text()
+    report = (workspace / "out" / "report.json").read_text()
     for secret in (GITHUB_TOKEN, SECRET_KEY, db_url, HOST_SECRET):
         assert secret in report
         assert secret in seen_by_listener
@@ -195,3 +197,23 @@ def test_positive_control_an_allowlisted_internal_host_gets_the_request(
     assert [(r.method, r.path) for r in listener.requests][:1] == [
         ("POST", "/latest/meta-data/")]
     assert listener.requests[0].headers.get("Authorization") == HEADER_SECRET
+
+
+@postgres_only
+def test_studio_mcp_add_applies_the_host_rules_and_refuses_credentials(
+        db_url: str, tmp_path: Path) -> None:
+    env = {**studio_env(db_url, tmp_path), "STUDIO_SECRET_KEY": SECRET_KEY,
+           "STUDIO_REPO_ALLOWED_HOSTS": "10.9.8.7"}
+    outputs: list[str] = []
+    for url, code in (("http://169.254.169.254/latest/meta-data/", "host_not_allowed"),
+                      ("http://[::ffff:127.0.0.1]:8931/mcp", "host_not_allowed"),
+                      (f"https://user:{SECRET_KEY}@mcp.example.com/mcp", "invalid_arguments"),
+                      (f"https://mcp.example.com/mcp?key={SECRET_KEY}", "invalid_arguments")):
+        refused = _add(env, "remote", {"transport": "http", "url": url})
+        outputs += [refused.stdout, refused.stderr]
+        assert refused.returncode == 1 and code in refused.stderr, (url, refused.stderr)
+    cwd = _add(env, "local", {"transport": "stdio", "command": "python3", "cwd": "/"})
+    assert cwd.returncode == 1 and "invalid_arguments" in cwd.stderr
+    allowed = _add(env, "remote", {"transport": "http", "url": "http://10.9.8.7/mcp"})
+    assert allowed.returncode == 0, allowed.stderr  # the operator's allowlist is honoured
+    assert SECRET_KEY not in "".join(outputs)
