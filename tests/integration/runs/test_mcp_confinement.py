@@ -182,16 +182,20 @@ def test_a_stored_http_server_on_an_internal_host_is_refused_at_run_time(
 
 
 @postgres_only
+@pytest.mark.parametrize(("host", "allowed"), [
+    ("127.0.0.2", "127.0.0.2"),
+    ("localhost", "127.0.0.0/8,::1"),  # a name: resolved, checked, the connection pinned
+])
 def test_positive_control_an_allowlisted_internal_host_gets_the_request(
-        db_url: str, tmp_path: Path) -> None:
+        db_url: str, tmp_path: Path, host: str, allowed: str) -> None:
     """The listener catches the request when the operator allows the host: ``POST
     /latest/meta-data/`` with the stored header (the leak the host rules stop)."""
     workspace = tmp_path / "ws"
     workspace.mkdir()
-    with RecordingListener("127.0.0.2") as listener, ScriptedModelServer([text(DONE)]) as model:
-        _store_http(db_url, f"http://127.0.0.2:{listener.port}/latest/meta-data/",
-                    required=False)
-        env = _env(db_url, tmp_path, model.url, STUDIO_REPO_ALLOWED_HOSTS="127.0.0.2")
+    with RecordingListener("127.0.0.2" if host != "localhost" else "127.0.0.1") as listener, \
+            ScriptedModelServer([text(DONE)]) as model:
+        _store_http(db_url, f"http://{host}:{listener.port}/latest/meta-data/", required=False)
+        env = _env(db_url, tmp_path, model.url, STUDIO_REPO_ALLOWED_HOSTS=allowed)
         proc = _run(env, workspace, "meta")
     assert proc.returncode == 0, proc.stderr
     assert [(r.method, r.path) for r in listener.requests][:1] == [
@@ -217,3 +221,27 @@ def test_studio_mcp_add_applies_the_host_rules_and_refuses_credentials(
     allowed = _add(env, "remote", {"transport": "http", "url": "http://10.9.8.7/mcp"})
     assert allowed.returncode == 0, allowed.stderr  # the operator's allowlist is honoured
     assert SECRET_KEY not in "".join(outputs)
+
+
+@postgres_only
+def test_without_a_sandbox_a_stored_stdio_server_is_not_started(
+        db_url: str, tmp_path: Path) -> None:
+    """``STUDIO_SANDBOX=none`` runs commands unconfined (development); a stored stdio server
+    is still never started outside the sandbox: an event with ``sandbox_unavailable``, and the
+    witness never ran (no report)."""
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    script = workspace / "witness.py"
+    shutil.copy(SCRIPT, script)
+    with RecordingListener() as listener, ScriptedModelServer([text(DONE)]) as model:
+        env = _env(db_url, tmp_path, model.url, STUDIO_SANDBOX="none")
+        assert _add(env, "witness", _witness(tmp_path, workspace, listener, script)
+                    ).returncode == 0
+        proc = _run(env, workspace, "witness")
+        row, events = _last_execution(db_url)
+    assert proc.returncode == 0, proc.stderr
+    assert row.status == "succeeded"
+    assert [(d["server"], d["cause"]) for _, d in events
+            if d.get("code") == "mcp_server_failed"] == [("witness", "sandbox_unavailable")]
+    assert not (workspace / "out" / "report.json").exists()
+    assert listener.requests == []

@@ -85,7 +85,8 @@ def _check_connect(policy: HostPolicy, url: str) -> list[str] | None:
                           retryable=True) from None
     if pin is None:
         return None
-    return [address.strip("[]") for address in pin.rsplit(":", 1)[1].split(",")]
+    # "host:port:a,b" (libcurl's resolve format); the host is a name here, never a literal
+    return [address.strip("[]") for address in pin.split(":", 2)[2].split(",")]
 
 
 def address_check(settings: StudioSettings) -> functools.partial[list[str] | None]:

@@ -2,12 +2,12 @@
 
 An :data:`AddressCheck` is given each request's URL right before it is sent; it refuses (raises)
 a host that may not be reached, and answers the addresses it checked for a name (``None`` for a
-literal address or a name allowed as such). :class:`GuardedTransport` then connects to the first
-of those addresses, keeping the ``Host`` header and the TLS server name (certificate checks stay
-on the name), so a name cannot resolve to one address for the check and to another for the
-connection. Redirects are not followed (the client's default), so every request passes here.
-The check itself comes from the composition root (the repository host rules live above the
-engine).
+literal address or a name allowed as such). :class:`GuardedTransport` then connects to those
+addresses (in order; the next one only when no connection could be made), keeping the ``Host``
+header and the TLS server name (certificate checks stay on the name), so a name cannot resolve
+to one address for the check and to another for the connection. A redirect the ``mcp`` client
+follows (same origin only) is a new request through this transport, checked again. The check
+itself comes from the composition root (the repository host rules live above the engine).
 """
 
 from __future__ import annotations
@@ -29,11 +29,19 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
         addresses = self._check(str(request.url))
-        if addresses:
-            host = request.url.host
-            request.url = request.url.copy_with(host=addresses[0])
+        if not addresses:
+            return await self._inner.handle_async_request(request)
+        host, original = request.url.host, request.url
+        failure: httpx2.ConnectError | None = None
+        for address in addresses:  # in the resolver's order, as a client would try them
+            request.url = original.copy_with(host=address)
             request.extensions = {**request.extensions, "sni_hostname": host}
-        return await self._inner.handle_async_request(request)
+            try:
+                return await self._inner.handle_async_request(request)
+            except httpx2.ConnectError as exc:  # nothing was sent: the next address
+                failure = exc
+        assert failure is not None
+        raise failure
 
     async def aclose(self) -> None:
         await self._inner.aclose()
