@@ -14,7 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from services.db.mcp_servers import McpServerRepository
+from services.db.session import Database, create_db_engine
 from tests.integration.api.server import ApiServer, api_process, studio_env
+from tests.support.settings import studio_settings
 
 ORIGIN = "http://127.0.0.1:9"
 REPO = f"{ORIGIN}/acme/widgets.git"
@@ -125,3 +128,21 @@ def test_positive_control_an_allowlisted_or_public_host_is_stored_without_its_se
     stored = Path(api.db_url.removeprefix("sqlite:///")).read_bytes()
     assert SECRET.encode() not in stored
     assert json.loads(listed)["servers"][0]["secret_keys"] == {"headers": ["Authorization"]}
+
+
+def test_a_row_stored_before_the_url_rules_is_answered_without_its_credentials(
+        api: ApiServer) -> None:
+    db = Database(create_db_engine(api.db_url))
+    try:  # written straight to the table, as a server stored before these rules could be
+        McpServerRepository(db, studio_settings(secret_key="mcp-hosts-api-secret-key")).create(
+            "legacy", {"transport": "http",
+                       "url": f"https://u:{SECRET}@mcp.example.com/m?k={SECRET}"})
+    finally:
+        db.dispose()
+    with api.client(api.admin) as client:
+        one = client.get("/api/mcp-servers/legacy")
+        listed = client.get("/api/mcp-servers")
+        assert client.delete("/api/mcp-servers/legacy").status_code == 204
+    assert one.status_code == 200, one.text
+    assert one.json()["config"]["url"] == "https://[redacted]@mcp.example.com/m?[redacted]"
+    assert SECRET not in one.text + listed.text

@@ -31,6 +31,7 @@ from services.execution.mcp.config import (
     McpConfig,
     ServerConfig,
     StdioServerConfig,
+    shown_url,
 )
 
 SECRET_FIELDS = ("env", "headers")
@@ -126,8 +127,11 @@ class McpServerRepository:
         return [self._describe(row) for row in rows]
 
     def _describe(self, row: McpServer) -> dict[str, Any]:
+        config = dict(row.config or {})
+        if isinstance(config.get("url"), str):  # a row from before the URL rules
+            config["url"] = shown_url(config["url"])
         return {
-            "name": row.name, "transport": row.transport, "config": dict(row.config or {}),
+            "name": row.name, "transport": row.transport, "config": config,
             "secret_keys": self._secret_keys(row), "enabled": row.enabled,
             "created_at": row.created_at.isoformat() if row.created_at else None,
         }

@@ -112,6 +112,25 @@ def stored_url_problem(url: str) -> str | None:
     return None
 
 
+def shown_url(url: str) -> str:
+    """``url`` as it may be answered: any userinfo, query or fragment (a server stored before
+    :func:`stored_url_problem` was enforced may hold a credential there) replaced by
+    ``[redacted]``."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "[redacted]"
+    netloc = parts.netloc
+    if "@" in netloc:
+        netloc = "[redacted]@" + netloc.rsplit("@", 1)[1]
+    shown = f"{parts.scheme}://{netloc}{parts.path}"
+    if parts.query or "?" in url:
+        shown += "?[redacted]"
+    if parts.fragment:
+        shown += "#[redacted]"
+    return shown
+
+
 def parse_mcp_config(data: object, *, source: str = "MCP config") -> McpConfig:
     """The validated configuration; :class:`ConfigError` names every problem (never a value)."""
     try:
