@@ -51,7 +51,7 @@ def collect(host_file: str) -> dict[str, Any]:
             text = _read(f"/proc/{entry}/environ")
             if text:
                 environs[entry] = text
-    return {"pid": os.getpid(), "ppid": os.getppid(), "cwd": os.getcwd(),
+    return {"pid": os.getpid(), "ppid": os.getppid(), "uid": os.getuid(), "cwd": os.getcwd(),
             "environ": dict(os.environ), "proc_environ": environs,
             "host_file": _read(host_file)}
 

@@ -96,6 +96,8 @@ def test_a_stored_stdio_server_runs_confined_and_sees_no_harness_secret(
         assert secret not in report
     seen = json.loads(report)
     assert seen["cwd"] == str(workspace)
+    if sandbox == "bwrap":  # not root, in a PID namespace of its own
+        assert seen["uid"] != 0 and seen["pid"] < 10
     assert seen["host_file"] is None
     assert "STUDIO_DATABASE_URL" not in seen["environ"] and "OPENAI_API_KEY" not in seen["environ"]
     assert seen["exfil"].startswith("unreachable")  # no network at all
