@@ -96,7 +96,7 @@ def stored_url_problem(url: str) -> str | None:
         return "a stored MCP server URL holds no space, quote, angle bracket or control character"
     try:
         parts = urlsplit(url)
-        port = parts.port
+        _ = parts.port  # a port out of range raises here
     except ValueError:
         return "the URL cannot be parsed (a bad port or IPv6 literal)"
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -108,7 +108,6 @@ def stored_url_problem(url: str) -> str | None:
                "in headers"
     if parts.fragment or "#" in url:
         return "a fragment is refused in a stored URL"
-    del port
     return None
 
 

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+import anyio
+import anyio.to_thread
 import httpx2
 
 AddressCheck = Callable[[str], Sequence[str] | None]
@@ -28,7 +30,8 @@ class GuardedTransport(httpx2.AsyncBaseTransport):
         self._inner = inner or httpx2.AsyncHTTPTransport()
 
     async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
-        addresses = self._check(str(request.url))
+        # the check resolves names (blocking): off the hub's event loop
+        addresses = await anyio.to_thread.run_sync(self._check, str(request.url))
         if not addresses:
             return await self._inner.handle_async_request(request)
         host, original = request.url.host, request.url
