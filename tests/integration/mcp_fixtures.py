@@ -10,11 +10,12 @@ both offer :data:`tests.support.mcp_servers.DEMO_TOOLS`, so the provider-facing 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
 from services.execution.mcp.bridge import mcp_tool_name
-from tests.support.mcp_servers import DEMO_TOOLS, stdio_server_params
+from tests.support.mcp_servers import DEMO_TOOLS, SCRIPT, stdio_server_params
 
 MCP_SERVERS = ("local", "remote")
 DEMO_FLAG = ("MCP_DEMO_FLAG", "on")
@@ -26,6 +27,16 @@ def stdio_server_entry(**overrides: Any) -> dict[str, Any]:
     entry: dict[str, Any] = {"transport": "stdio", "command": command, "args": args,
                              "env": {DEMO_FLAG[0]: DEMO_FLAG[1]}}
     return {**entry, **overrides}
+
+
+def workspace_server_entry(workspace: Path, **overrides: Any) -> dict[str, Any]:
+    """A stored server entry starting the demo stdio server from a copy in ``workspace``: a
+    stored stdio server runs in the command sandbox, which sees the system and the workspace,
+    not the test tree."""
+    script = workspace / ".mcp-demo-server.py"
+    shutil.copy(SCRIPT, script)
+    command, _ = stdio_server_params()
+    return stdio_server_entry(command=command, args=[str(script), "stdio"], **overrides)
 
 
 def write_mcp_config(path: Path, servers: dict[str, dict[str, Any]]) -> Path:

@@ -23,7 +23,7 @@ from services.flowcharts.graph import FlowchartValidationError, parse_graph
 from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 from tests.integration.flowcharts.graphs import create, edges, node
-from tests.integration.mcp_fixtures import stdio_server_entry
+from tests.integration.mcp_fixtures import stdio_server_entry, workspace_server_entry
 from tests.support.mcp_servers import DEMO_TOOLS
 from tests.support.model_server import ScriptedModelServer, text, tool_calls
 from tests.support.settings import studio_settings
@@ -36,7 +36,9 @@ DONE = json.dumps({"status": "success", "summary": "ok"})
 
 @pytest.fixture
 def keyed_settings(tmp_path: Path) -> StudioSettings:
-    return studio_settings(tmp_path / "data", secret_key="test-secret-key-for-mcp-servers")
+    # the demo HTTP server listens on loopback: a stored server reaches it only when allowed
+    return studio_settings(tmp_path / "data", secret_key="test-secret-key-for-mcp-servers",
+                           repo_allowed_hosts=["127.0.0.1"])
 
 
 def _graph(alpha: list[str], beta: list[str]) -> dict[str, Any]:
@@ -58,7 +60,7 @@ def test_two_nodes_naming_different_servers_see_different_tools(
         db: Database, keyed_settings: StudioSettings, ws: Path, mcp_http_url: str,
         monkeypatch: pytest.MonkeyPatch) -> None:
     servers = McpServerRepository(db, keyed_settings)
-    servers.create("alpha", stdio_server_entry(env={"MCP_DEMO_FLAG": ENV_SECRET}))
+    servers.create("alpha", workspace_server_entry(ws, env={"MCP_DEMO_FLAG": ENV_SECRET}))
     servers.create("beta", {"transport": "http", "url": mcp_http_url,
                             "headers": {"Authorization": HEADER_SECRET}})
     # the first node's model echoes the env secret through its server: the journal redacts it

@@ -3,11 +3,15 @@
 
 ``add NAME --config FILE`` (``-``: stdin) reads one server in the shape of an entry of
 ``STUDIO_MCP_CONFIG``; its ``env`` and ``headers`` are stored encrypted with
-``STUDIO_SECRET_KEY`` and shown afterwards only as the names of their keys.
+``STUDIO_SECRET_KEY`` and shown afterwards only as the names of their keys. An HTTP URL
+passes the repository host rules (``host_not_allowed``; ``STUDIO_REPO_ALLOWED_HOSTS`` lists the
+internal hosts allowed) and holds no credential, query or fragment
+(:mod:`services.runs.mcp_confinement`).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -51,11 +55,14 @@ def add(
     """Store an MCP server (env and headers encrypted)."""
     from services.db.mcp_servers import McpServerRepository
     from services.execution.errors import ConfigError
+    from services.runs.mcp_confinement import check_stored_server
 
     data = _read_config(config)
+    settings = get_settings()
+    check = functools.partial(check_stored_server, settings, allow_loopback=False)
     db = open_db()
     try:
-        _print(McpServerRepository(db, get_settings()).create(name, data))
+        _print(McpServerRepository(db, settings).create(name, data, check))
     except ConfigError as exc:
         _fail(f"{exc.code.value}: {exc.message}")
     finally:

@@ -13,7 +13,7 @@ the secrets: they are kept together, Fernet-encrypted with the key derived from
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
@@ -31,6 +31,7 @@ from services.execution.mcp.config import (
     McpConfig,
     ServerConfig,
     StdioServerConfig,
+    shown_url,
 )
 
 SECRET_FIELDS = ("env", "headers")
@@ -78,10 +79,14 @@ class McpServerRepository:
         self._db = db
         self._settings = settings
 
-    def create(self, name: str, data: object) -> dict[str, Any]:
+    def create(self, name: str, data: object,
+               check: Callable[[ServerConfig], None] | None = None) -> dict[str, Any]:
         """Store a server (its secrets encrypted); ``mcp_server_exists`` when the name is taken.
-        Answers its description."""
+        ``check`` (the caller's rules: the host rules live above this layer) may refuse the
+        parsed server before anything is written. Answers its description."""
         server = parse_server(name, data)
+        if check is not None:
+            check(server)
         config, secrets = _split(server)
         encrypted = None
         if any(secrets.values()):
@@ -122,8 +127,11 @@ class McpServerRepository:
         return [self._describe(row) for row in rows]
 
     def _describe(self, row: McpServer) -> dict[str, Any]:
+        config = dict(row.config or {})
+        if isinstance(config.get("url"), str):  # a row from before the URL rules
+            config["url"] = shown_url(config["url"])
         return {
-            "name": row.name, "transport": row.transport, "config": dict(row.config or {}),
+            "name": row.name, "transport": row.transport, "config": config,
             "secret_keys": self._secret_keys(row), "enabled": row.enabled,
             "created_at": row.created_at.isoformat() if row.created_at else None,
         }

@@ -79,6 +79,7 @@ class ErrorCode(StrEnum):
     UNKNOWN_ROLE = "unknown_role"
     UNKNOWN_MCP_SERVER = "unknown_mcp_server"
     MCP_SERVER_EXISTS = "mcp_server_exists"
+    MCP_SERVER_FAILED = "mcp_server_failed"
     # approval gates (services.execution.approvals)
     PERMISSION_DENIED = "permission_denied"
     INVALID_APPROVAL_POLICY = "invalid_approval_policy"

@@ -55,6 +55,7 @@ from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
 from services.runs.agent_setup import ModelPlan, agent_mcp_config, model_plan
 from services.runs.file_redaction import redact_tree
+from services.runs.mcp_confinement import confinement, report_failures
 from services.settings import (
     StudioSettings,
     capture_message_content,
@@ -184,16 +185,6 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
               sinks: Sequence[EventSink], redactor: Redactor, inputs: LoopInputs,
               plan: ModelPlan | None = None) -> RunResult:
     with contextlib.ExitStack() as stack:
-        mcp = agent_mcp_config(settings, inputs.mcp)
-        if mcp is not None:
-            for value in secret_values(mcp):  # env and headers of every server in use
-                redactor.add(value)
-            # The MCP client (about 0.4 s of imports) only when MCP servers are configured.
-            from services.execution.mcp.bridge import McpHub
-
-            hub = stack.enter_context(McpHub(mcp, base_env=mcp_base_environment()))
-            hub.register(registry)
-        registry = restrict(registry, inputs.profile.role)
         cycles = LastCycle()
         # One redaction per event for every sink shown (not one per sink).
         shown: list[EventSink] = [RedactingSink(FanOutSink([
@@ -204,6 +195,16 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             sink: EventSink = FanOutSink([cycles, journal])
         else:
             sink = FanOutSink([cycles, journal, *shown])
+        mcp = agent_mcp_config(settings, inputs.mcp)
+        if mcp is not None:
+            try:
+                _add_mcp(stack, settings, mcp, inputs, ctx, registry, sink, redactor)
+            except BaseException:
+                if isinstance(journal, DbEventSink):  # the failure's events are kept
+                    with contextlib.suppress(Exception):
+                        journal.close()
+                raise
+        registry = restrict(registry, inputs.profile.role)
         ctx = stack.enter_context(execution_sandbox(ctx, sink, cycles))
         deps = AgentDeps(
             dispatcher=Dispatcher(registry, wiring.store), ctx=ctx, sink=sink,
@@ -227,6 +228,24 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
         if isinstance(journal, DbEventSink):
             journal.close()
         return run
+
+
+def _add_mcp(stack: contextlib.ExitStack, settings: StudioSettings, mcp: McpConfig,
+             inputs: LoopInputs, ctx: ToolDomainContext, registry: ToolRegistry,
+             sink: EventSink, redactor: Redactor) -> None:
+    """Start the MCP servers (the stored ones confined) and offer their tools; a server that
+    did not start is an event, and the run's error when it is required."""
+    for value in secret_values(mcp):  # env and headers of every server in use
+        redactor.add(value)
+    # The MCP client (about 0.4 s of imports) only when MCP servers are configured.
+    from services.execution.mcp.bridge import McpHub
+
+    stored = list(inputs.mcp.servers) if inputs.mcp is not None else []
+    launchers, checks = confinement(settings, mcp, stored, ctx.workspace_root)
+    hub = stack.enter_context(McpHub(mcp, base_env=mcp_base_environment(),
+                                     launchers=launchers, address_checks=checks))
+    report_failures(hub.failures, mcp, sink, ctx.execution_id, 0, redactor)
+    hub.register(registry)
 
 
 class LastCycle:

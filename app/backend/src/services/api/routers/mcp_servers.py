@@ -7,6 +7,7 @@ as the names of their keys (``secret_keys``).
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Path, Response
@@ -18,6 +19,7 @@ from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
 from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
 from services.execution.mcp.config import SERVER_NAME_PATTERN
+from services.runs.mcp_confinement import check_stored_server
 from services.settings import StudioSettings
 
 router = APIRouter(prefix="/api/mcp-servers", tags=["mcp-servers"], responses=ERROR_RESPONSES)
@@ -54,10 +56,13 @@ def create_server(body: McpServerCreate, response: Response,
                   db: Database = Depends(get_db),  # noqa: B008
                   settings: StudioSettings = Depends(get_settings),  # noqa: B008
                   ) -> McpServerOut:
-    """Store a server (409 ``mcp_server_exists`` when the name is taken)."""
+    """Store a server (409 ``mcp_server_exists`` when the name is taken; 422
+    ``host_not_allowed`` for a URL whose host the repository host rules refuse, 422
+    ``invalid_arguments`` for a URL with a credential, query or fragment, or a stdio ``cwd``)."""
     data = body.model_dump()
     name = data.pop("name")
-    stored = McpServerRepository(db, settings).create(name, data)
+    check = functools.partial(check_stored_server, settings, allow_loopback=False)
+    stored = McpServerRepository(db, settings).create(name, data, check)
     response.headers["Location"] = f"/api/mcp-servers/{name}"
     return McpServerOut(**stored)
 

@@ -20,6 +20,15 @@ Environment: a stdio server gets the ``mcp`` library's fixed safe list (``HOME``
 ``PATH``, ``SHELL``, ``TERM``, ``USER``), then ``base_env`` from the composition root (e.g.
 ``LANG``), then the server's own ``env`` from the config; never the rest of the parent's
 environment. This module reads no environment variable itself.
+
+Confinement (given by the composition root, which knows the sandbox and the host rules): a
+server with a ``launcher`` is not started by the ``mcp`` library but as the
+:class:`~services.execution.ports.PreparedCommand` the launcher answers for its argv and its
+environment (``base_env`` and its own ``env`` only), through
+:mod:`~services.execution.mcp.process`; an HTTP server with an ``address_check`` sends every
+request through :class:`~services.execution.mcp.http_guard.GuardedTransport`. A failure keeps
+the code of its cause in ``details["cause_code"]`` (``sandbox_unavailable``,
+``host_not_allowed``).
 """
 
 from __future__ import annotations
@@ -28,7 +37,7 @@ import concurrent.futures
 import logging
 import re
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from contextlib import AsyncExitStack, ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,7 +55,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
-from services.execution.errors import ConfigError, ErrorCode, ToolFailure
+from services.execution.errors import ConfigError, ErrorCode, StudioError, ToolFailure
 from services.execution.mcp.config import (
     HttpServerConfig,
     McpConfig,
@@ -54,7 +63,10 @@ from services.execution.mcp.config import (
     StdioServerConfig,
     load_mcp_config,
 )
+from services.execution.mcp.http_guard import AddressCheck, GuardedTransport
+from services.execution.mcp.process import prepared_stdio_client
 from services.execution.mcp.results import error_text, result_json
+from services.execution.ports import PreparedCommand
 from services.execution.tool_domains.context import DEFAULT_OUTPUT_CAP_BYTES, ToolDomainContext
 from services.execution.tool_domains.dispatch import ToolRegistry
 from services.execution.tool_domains.spec import ToolArgs, ToolSpec
@@ -68,6 +80,7 @@ SHUTDOWN_TIMEOUT_S = 15.0  # the stdio transport's own escalation is bounded at 
 HTTP_READ_TIMEOUT_S = 300.0
 MAX_TOOL_PAGES = 50
 STDERR_TAIL_CHARS = 1000
+ServerLauncher = Callable[[list[str], dict[str, str]], PreparedCommand]  # (argv, env)
 _TRANSPORT_ERRORS = (OSError, httpx2.HTTPError, anyio.BrokenResourceError,
                      anyio.ClosedResourceError, anyio.EndOfStream)
 
@@ -102,6 +115,17 @@ def _unavailable(server: str, tool: str, why: str, **details: Any) -> ToolFailur
                        details={"server": server, "tool": tool, **details}, retryable=True)
 
 
+def _cause_code(exc: BaseException) -> str | None:
+    """The code of the first project error among ``exc``'s leaves and their causes."""
+    for leaf in _leaves(exc):
+        current: BaseException | None = leaf
+        while current is not None:
+            if isinstance(current, StudioError):
+                return current.code.value
+            current = current.__cause__
+    return None
+
+
 def _stderr_tail(errlog: TextIO) -> str:
     errlog.seek(0)
     return errlog.read()[-STDERR_TAIL_CHARS:]
@@ -111,11 +135,14 @@ class _Connection:
     """One configured server, owned by one task on the hub's event loop."""
 
     def __init__(self, name: str, config: ServerConfig, base_env: Mapping[str, str],
-                 connect_timeout_s: float) -> None:
+                 connect_timeout_s: float, launcher: ServerLauncher | None = None,
+                 address_check: AddressCheck | None = None) -> None:
         self.name = name
         self.config = config
         self.base_env = dict(base_env)
         self.connect_timeout_s = connect_timeout_s
+        self.launcher = launcher
+        self.address_check = address_check
         self.session: ClientSession | None = None
         self._stop: anyio.Event | None = None
 
@@ -127,8 +154,11 @@ class _Connection:
                 await self._serve(errlog, task_status)
             except Exception as exc:  # translated once, here: every transport fails its own way
                 tail = _stderr_tail(errlog) if isinstance(self.config, StdioServerConfig) else ""
+                details = {"server": self.name, "stderr_tail": tail}
+                if (code := _cause_code(exc)) is not None:
+                    details["cause_code"] = code
                 raise ConfigError(f"MCP server {self.name!r} failed: {_describe(exc)}",
-                                  details={"server": self.name, "stderr_tail": tail}) from exc
+                                  details=details) from exc
             finally:
                 self.session = None
 
@@ -146,11 +176,15 @@ class _Connection:
 
     async def _open(self, stack: AsyncExitStack, errlog: TextIO) -> Any:
         config = self.config
+        if isinstance(config, StdioServerConfig) and self.launcher is not None:
+            prepared = self.launcher([config.command, *config.args],
+                                     {**self.base_env, **config.env})
+            return await stack.enter_async_context(prepared_stdio_client(prepared, errlog))
         if isinstance(config, StdioServerConfig):
             params = StdioServerParameters(command=config.command, args=list(config.args),
                                            env={**self.base_env, **config.env}, cwd=config.cwd)
             return await stack.enter_async_context(stdio_client(params, errlog=errlog))
-        client = await stack.enter_async_context(_http_client(config))
+        client = await stack.enter_async_context(_http_client(config, self.address_check))
         return await stack.enter_async_context(
             streamable_http_client(config.url, http_client=client))
 
@@ -184,9 +218,12 @@ class _Connection:
                               details={"server": self.name, "tool": tool}) from exc
 
 
-def _http_client(config: HttpServerConfig) -> httpx2.AsyncClient:
+def _http_client(config: HttpServerConfig,
+                 address_check: AddressCheck | None = None) -> httpx2.AsyncClient:
     timeout = httpx2.Timeout(config.timeout_s, read=max(config.timeout_s, HTTP_READ_TIMEOUT_S))
-    return httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout)
+    transport = GuardedTransport(address_check) if address_check is not None else None
+    return httpx2.AsyncClient(headers=dict(config.headers), timeout=timeout,
+                              transport=transport, follow_redirects=False)
 
 
 async def _list_tools(session: ClientSession) -> list[types.Tool]:
@@ -230,9 +267,13 @@ class McpHub:
     """Every configured MCP server, connected, and its tools as specs."""
 
     def __init__(self, config: McpConfig, *, base_env: Mapping[str, str] | None = None,
-                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S) -> None:
+                 connect_timeout_s: float = DEFAULT_CONNECT_TIMEOUT_S,
+                 launchers: Mapping[str, ServerLauncher] | None = None,
+                 address_checks: Mapping[str, AddressCheck] | None = None) -> None:
         self.config = config
         self._base_env = dict(base_env or {})
+        self._launchers = dict(launchers or {})
+        self._address_checks = dict(address_checks or {})
         self._connect_timeout_s = connect_timeout_s
         self._exit = ExitStack()
         self._portal: anyio.from_thread.BlockingPortal | None = None
@@ -267,7 +308,8 @@ class McpHub:
 
     def _start_one(self, portal: anyio.from_thread.BlockingPortal, name: str,
                    server: ServerConfig) -> None:
-        conn = _Connection(name, server, self._base_env, self._connect_timeout_s)
+        conn = _Connection(name, server, self._base_env, self._connect_timeout_s,
+                           self._launchers.get(name), self._address_checks.get(name))
         try:
             future, tools = portal.start_task(conn.run, name=f"mcp-{name}")
         except ConfigError as exc:
