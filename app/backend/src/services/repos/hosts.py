@@ -9,8 +9,9 @@ link-local, shared, reserved, unspecified or multicast address, and the metadata
 address or a CIDR network). What is internal is the one table the egress proxy uses too,
 :data:`~services.execution.network.refused.REFUSED_NETWORKS` (site-local ``fec0::/10`` and
 shared ``100.64.0.0/10`` among its rows), not Python's ``is_global`` alone. Addresses
-hidden in other spellings are unpacked first: the numeric IPv4 forms ``inet_aton`` accepts (``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376``),
-IPv4-mapped, 6to4, Teredo and NAT64 IPv6 addresses.
+hidden in other spellings are unpacked first: the numeric IPv4 forms ``inet_aton`` accepts
+(``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376``), IPv4-mapped, 6to4, Teredo and
+NAT64 IPv6 addresses.
 
 Loopback is allowed without the setting only for executions created from the CLI (the operator's
 own machine, from which local paths are accepted anyway); an execution created through the HTTP
