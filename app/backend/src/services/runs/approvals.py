@@ -13,10 +13,14 @@
   dispatched again; the resumed loop finds the decision for the same call: approved, the call
   runs; denied, the model gets ``permission_denied`` with the reason.
 
-:func:`decide_approval` is the one way to decide (API, CLI); :func:`reap_approvals` is the
-reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``), and an
-execution left waiting with nothing pending (a decision that came while it was still pausing) is
-queued again.
+:func:`decide_approval` is the one way to decide (API, CLI); a decision after ``expires_at`` is
+``approval_expired`` and the approval denied as timed out in the same statement
+(:meth:`~services.db.approvals.ApprovalRepository.decide`). :func:`reap_approvals` is the
+reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``:
+:func:`expire_approvals`, which the API's clock runs too where no reaper does,
+:mod:`services.api.approval_clock`), and an execution left waiting with nothing pending (a
+decision that came while it was still pausing) is queued again. A gate that finds its own
+approval pending past its time denies it the same way.
 
 A flowchart node's execution (a repository node: durable) waits the same way while its node
 stays ``running``; once decided it is resumed through its node (``dispatch_node(run_id,
