@@ -54,11 +54,12 @@ def _refused(response: Any, node_id: str = "sneaky") -> None:
 
 @pytest.mark.parametrize("override", [False, True])
 def test_a_run_token_cannot_store_a_node_override(api: ApiServer, override: bool) -> None:
+    name = f"override {override}"
     with api.client(_runner(api)) as client:
-        created = client.post("/api/flowcharts", json={"name": "x", "graph": _graph(override)})
+        created = client.post("/api/flowcharts", json={"name": name, "graph": _graph(override)})
         _refused(created)
         listed = client.get("/api/flowcharts").json()["flowcharts"]
-    assert all(OVERRIDE not in str(f["graph"]) for f in listed)
+    assert name not in [f["name"] for f in listed]
 
 
 def test_a_run_token_cannot_put_a_node_override_into_a_flowchart(api: ApiServer) -> None:
@@ -125,3 +126,25 @@ def test_the_operator_can_allow_run_tokens_to_override(api: ApiServer) -> None:
             client.put("/api/settings/node_overrides_allowed", json={"value": False})
     with api.client(_runner(api)) as client:  # off again: refused again
         _refused(client.post(f"/api/flowcharts/{created.json()['id']}/runs", json={}))
+
+
+@pytest.mark.parametrize(("key", "value", "status"), [
+    (OVERRIDE, "false", 403),             # coerced to a bool by the node's config: refused
+    (OVERRIDE, 0, 403),
+    (OVERRIDE, "no", 403),
+    (OVERRIDE, {"value": False}, 422),    # not a bool at all: the graph is invalid
+    ("__AGENT_RUNTIME_CUTOVER_ENABLED", False, 422),
+    ("__agent_runtime_cutover_enabled ", False, 422),
+    ("agent_runtime_cutover_enabled", False, 422),
+    ("__killswitch_engaged", False, 422),
+])
+def test_hostile_override_spellings_never_store(api: ApiServer, key: str, value: Any,
+                                                status: int) -> None:
+    graph = _graph(...)
+    graph["nodes"][1]["config"][key] = value
+    name = f"hostile {key!r} {value!r}"
+    with api.client(_runner(api)) as client:
+        created = client.post("/api/flowcharts", json={"name": name, "graph": graph})
+        assert created.status_code == status, created.text
+        listed = client.get("/api/flowcharts").json()["flowcharts"]
+    assert name not in [f["name"] for f in listed]
