@@ -17,6 +17,7 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
 
+from services.api.approval_clock import ApprovalClock
 from services.api.auth import Scope, route_scope
 from services.api.body_guard import BodyGuardMiddleware
 from services.api.dispatch import WorkDispatch
@@ -24,6 +25,7 @@ from services.api.errors import install_error_handlers
 from services.api.journal_hub import JournalHub
 from services.api.launcher import DispatchLauncher, Launcher
 from services.api.middleware import RequestIdMiddleware, SecurityHeadersMiddleware
+from services.api.node_children import node_children
 from services.api.routers.viewer import static_dir
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
@@ -86,12 +88,18 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
     settings = settings or get_settings()
     database = db or open_database(settings)
     runner = launcher or DispatchLauncher(database, dispatch)
+    clock = ApprovalClock(database, runner.launch, dispatch.flowchart_nodes or (
+        lambda run_id, node_id: node_children(database, settings).dispatch(run_id, node_id)))
+    if isinstance(runner, DispatchLauncher):
+        runner.after_run = clock.poke  # an execution it ran may now wait for an approval
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        clock.start()  # approvals expire without a reaper (services.api.approval_clock)
         try:
             yield
         finally:
+            clock.stop()
             runner.shutdown()
             if db is None:
                 database.dispose()
@@ -102,6 +110,7 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
                               "calls and live events, settings, the kill switch, providers.")
     app.state.db, app.state.settings, app.state.launcher = database, settings, runner
     app.state.dispatch = dispatch
+    app.state.approval_clock = clock
     app.state.journal_hub = JournalHub(database)
     install_error_handlers(app)
     for name in ROUTER_MODULES:

@@ -40,12 +40,14 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.WORKSPACE_REFUSED: 422,
     ErrorCode.REQUEST_TOO_LARGE: 413,
     ErrorCode.LIMIT_ABOVE_CEILING: 403,
+    ErrorCode.OPERATOR_OVERRIDE_REFUSED: 403,
     ErrorCode.UNKNOWN_ROLE: 422,
     ErrorCode.UNKNOWN_MCP_SERVER: 422,
     ErrorCode.MCP_SERVER_EXISTS: 409,
     ErrorCode.INVALID_APPROVAL_POLICY: 422,
     ErrorCode.APPROVAL_NOT_FOUND: 404,
     ErrorCode.APPROVAL_ALREADY_DECIDED: 409,
+    ErrorCode.APPROVAL_EXPIRED: 409,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {

@@ -47,6 +47,9 @@ class DispatchLauncher:
         self._dispatch = dispatch
         self._pool = ThreadPoolExecutor(max_workers=concurrency,
                                         thread_name_prefix="studio-run")
+        # called when a run here ends (the API's approval clock looks again: the execution may
+        # wait for an approval now, services.api.approval_clock)
+        self.after_run: Callable[[], None] | None = None
 
     def launch(self, execution_id: str) -> None:
         if self._dispatch.brokered:
@@ -57,6 +60,7 @@ class DispatchLauncher:
         future = self._pool.submit(context.run, run_here, self._db, self._dispatch.execution,
                                    execution_id)
         future.add_done_callback(_log_failure)
+        future.add_done_callback(lambda _done: self.after_run() if self.after_run else None)
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)

@@ -263,15 +263,21 @@ def _decide(execution_id: str, approval_id: str, decision: str, reason: str | No
         node = node_of(db, execution_id)
     except ExecutionError as exc:
         typer.echo(f"studio: {exc}", err=True)  # "code: message"
+        if exc.details.get("resumed") and not brokered:  # approval_expired: denied, queued
+            _resume_hint(execution_id, node_of(db, execution_id))
         raise typer.Exit(1) from exc
     finally:
         db.dispose()
     typer.echo(_compact({"approval": decided.approval, "changed": decided.changed,
                          "resumed": decided.resume}))
     if decided.resume and not brokered:
-        how = f"studio flowchart-node {node[0]} {node[1]}" if node is not None \
-            else f"studio execute {execution_id}"
-        typer.echo(f"studio: resume it with: {how}", err=True)
+        _resume_hint(execution_id, node)
+
+
+def _resume_hint(execution_id: str, node: tuple[str, str] | None) -> None:
+    how = f"studio flowchart-node {node[0]} {node[1]}" if node is not None \
+        else f"studio execute {execution_id}"
+    typer.echo(f"studio: resume it with: {how}", err=True)
 
 
 MAX_REASON = 4000

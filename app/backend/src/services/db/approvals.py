@@ -3,7 +3,9 @@
 Each method is one transaction. An approval is asked once per ``(execution_id, call_id)``
 (asking again answers the recorded one); it is decided once (``pending`` to ``approved`` or
 ``denied``; the same decision again changes nothing, another one is
-``approval_already_decided``). A decision also writes the call's ``tool_calls.approval``
+``approval_already_decided``); a decision that comes after ``expires_at`` is refused by the same
+conditional UPDATE that decides: the approval is denied as timed out instead (``decided_by``
+``timeout``, as the reaper would have). A decision also writes the call's ``tool_calls.approval``
 column and, when no approval of the execution is pending any more, moves an execution that
 waits (``awaiting_approval``) back to ``queued`` in the same transaction: exactly one decider
 gets ``resume`` and dispatches it.
@@ -15,7 +17,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import exists, func, or_, select, update
+from sqlalchemy import case, exists, func, null, or_, select, update
 from sqlalchemy.orm import Session
 
 from services.db.base import utcnow
@@ -28,16 +30,20 @@ from services.execution.errors import ErrorCode, ExecutionError
 PENDING, APPROVED, DENIED = "pending", "approved", "denied"
 DECISIONS = {"approve": APPROVED, "deny": DENIED}
 TIMEOUT_DECIDER = "timeout"
+TIMEOUT_REASON = "no decision before the approval timed out"
 
 
 @dataclass(frozen=True)
 class Decided:
     """A decision as stored; ``changed``: this call made it (not a repeat); ``resume``: the
-    execution went back to ``queued`` and must be dispatched."""
+    execution went back to ``queued`` and must be dispatched; ``expired``: see
+    :meth:`ApprovalRepository.decide`."""
 
     approval: dict[str, Any]
     changed: bool
     resume: bool
+    # the approval was past ``expires_at``: denied as timed out, not as asked
+    expired: bool = False
 
 
 def approval_to_json(row: ToolApproval) -> dict[str, Any]:
@@ -122,25 +128,46 @@ class ApprovalRepository:
 
     def decide(self, execution_id: str, approval_id: str, decision: str, *, by: str,
                reason: str | None) -> Decided:
-        """Decide a pending approval (``approve`` or ``deny``); see the module docstring."""
+        """Decide a pending approval (``approve`` or ``deny``); see the module docstring.
+
+        One conditional UPDATE decides it, and checks its expiry in the same statement: past
+        ``expires_at`` the approval is denied as timed out (``decided_by`` ``timeout``), whoever
+        asked, and the answer says ``expired``; so does the answer to anyone but the timeout
+        deciding an approval that timed out before."""
         status = DECISIONS[decision]
+        text = self._redactor.text(reason) if reason else None
+        now = utcnow()
+        fresh = ToolApproval.expires_at > now
         with self._db.session() as session:
-            row = session.get(ToolApproval, approval_id, with_for_update=True)
+            result = session.execute(
+                update(ToolApproval)
+                .where(ToolApproval.id == approval_id,
+                       ToolApproval.execution_id == execution_id,
+                       ToolApproval.status == PENDING)
+                .values(status=case((fresh, status), else_=DENIED),
+                        decided_by=case((fresh, by), else_=TIMEOUT_DECIDER),
+                        reason=case((fresh, text if text is not None else null()),
+                                    else_=TIMEOUT_REASON),
+                        decided_at=now)
+                .execution_options(synchronize_session=False))
+            row = session.get(ToolApproval, approval_id, populate_existing=True)
             if row is None or row.execution_id != execution_id:
                 raise _not_found(approval_id)
-            if row.status != PENDING:
+            if not result.rowcount:  # type: ignore[attr-defined]
+                if row.decided_by == TIMEOUT_DECIDER and by != TIMEOUT_DECIDER:
+                    # timed out before (the reaper, the API's clock, the gate): not theirs
+                    return Decided(approval_to_json(row), changed=False, resume=False,
+                                   expired=True)
                 if row.status != status:
                     raise ExecutionError(
                         f"approval {approval_id} was already decided ({row.status})",
                         code=ErrorCode.APPROVAL_ALREADY_DECIDED,
                         details={"approval_id": approval_id, "status": row.status})
                 return Decided(approval_to_json(row), changed=False, resume=False)
-            row.status, row.decided_by, row.decided_at = status, by, utcnow()
-            row.reason = self._redactor.text(reason) if reason else None
-            session.flush()
+            expired = row.decided_by == TIMEOUT_DECIDER and _naive(row.expires_at) <= _naive(now)
             _record_on_call(session, row, decision_evidence(row))
             resume = _resume_if_done(session, execution_id)
-            return Decided(approval_to_json(row), changed=True, resume=resume)
+            return Decided(approval_to_json(row), changed=True, resume=resume, expired=expired)
 
     @staticmethod
     def _for_call(session: Session, execution_id: str, call_id: str) -> ToolApproval | None:
@@ -162,14 +189,25 @@ class ApprovalRepository:
                                    .order_by(ToolApproval.requested_at, ToolApproval.id))
             return [approval_to_json(row) for row in rows]
 
-    def expired(self, *, limit: int = 100) -> list[tuple[str, str]]:
-        """``(execution_id, approval_id)`` of pending approvals past their time."""
+    def expired(self, *, limit: int = 100,
+                execution_id: str | None = None) -> list[tuple[str, str]]:
+        """``(execution_id, approval_id)`` of pending approvals past their time (of one
+        execution with ``execution_id``)."""
+        query = (select(ToolApproval.execution_id, ToolApproval.id)
+                 .where(ToolApproval.status == PENDING, ToolApproval.expires_at <= utcnow())
+                 .order_by(ToolApproval.expires_at).limit(limit))
+        if execution_id is not None:
+            query = query.where(ToolApproval.execution_id == execution_id)
         with self._db.read_session() as session:
-            rows = session.execute(
-                select(ToolApproval.execution_id, ToolApproval.id)
-                .where(ToolApproval.status == PENDING, ToolApproval.expires_at < utcnow())
-                .order_by(ToolApproval.expires_at).limit(limit)).all()
+            rows = session.execute(query).all()
         return [(str(e), str(a)) for e, a in rows]
+
+    def next_expiry(self) -> datetime | None:
+        """When the first pending approval expires (``None``: none is pending)."""
+        with self._db.read_session() as session:
+            found = session.scalar(select(func.min(ToolApproval.expires_at))
+                                   .where(ToolApproval.status == PENDING))
+        return found if isinstance(found, datetime) else None
 
     def resumable(self, *, limit: int = 100) -> list[str]:
         """Executions that wait (``awaiting_approval``) with nothing pending any more (a

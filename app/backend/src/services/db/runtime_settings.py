@@ -21,6 +21,9 @@ _TABLE: Table = RuntimeSetting.__table__  # type: ignore[assignment]
 _ALL = select(_TABLE.c.key, _TABLE.c.value)
 
 NODE_CUTOVER_OVERRIDE = "__agent_runtime_cutover_enabled"
+NODE_OVERRIDES_ALLOWED = "node_overrides_allowed"
+# node config keys that override an operator's runtime setting: the key, the setting it overrides
+OPERATOR_OVERRIDES: dict[str, str] = {NODE_CUTOVER_OVERRIDE: "agent_runtime_cutover_enabled"}
 CutoverSource = Literal["node_override", "runtime_setting", "default"]
 
 
@@ -35,6 +38,9 @@ class SettingSpec:
 _SPECS = (
     SettingSpec("agent_runtime_cutover_enabled", bool, True,
                 "Run agent nodes on the SDK tool loop (false: legacy runtime)."),
+    SettingSpec(NODE_OVERRIDES_ALLOWED, bool, False,
+                "Let a 'run' token store and start flowcharts whose nodes override operator "
+                "settings (__agent_runtime_cutover_enabled); false: only 'admin' may."),
     SettingSpec("killswitch_engaged", bool, False,
                 "Stop every execution before its next model or tool call."),
     SettingSpec("max_iterations", int, 24, "Default model-call cap per execution."),

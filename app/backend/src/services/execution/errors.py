@@ -76,6 +76,7 @@ class ErrorCode(StrEnum):
     WORKSPACE_REFUSED = "workspace_refused"
     REQUEST_TOO_LARGE = "request_too_large"
     LIMIT_ABOVE_CEILING = "limit_above_ceiling"
+    OPERATOR_OVERRIDE_REFUSED = "operator_override_refused"
     UNKNOWN_ROLE = "unknown_role"
     UNKNOWN_MCP_SERVER = "unknown_mcp_server"
     MCP_SERVER_EXISTS = "mcp_server_exists"
@@ -85,6 +86,7 @@ class ErrorCode(StrEnum):
     INVALID_APPROVAL_POLICY = "invalid_approval_policy"
     APPROVAL_NOT_FOUND = "approval_not_found"
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
+    APPROVAL_EXPIRED = "approval_expired"
     SETUP_FAILED = "setup_failed"
 
 

@@ -22,6 +22,7 @@ from pydantic import (
     model_validator,
 )
 
+from services.db.runtime_settings import OPERATOR_OVERRIDES
 from services.execution.agent_profile import AgentProfile, ProfileError
 from services.execution.approvals import Rule, parse_policy
 from services.execution.errors import ConfigError, ErrorCode
@@ -316,6 +317,25 @@ def _check_node(graph: FlowchartGraph, node: NodeSpec) -> list[Problem]:
     if isinstance(config, AgentConfig) and config.approval_policy is not None:
         problems += _check_approval_policy(node.id, config.approval_policy,
                                            durable=config.repo_url is not None)
+    return problems
+
+
+def operator_overrides(graph: FlowchartGraph) -> list[Problem]:
+    """Each node config key that overrides an operator's runtime setting (every ``__``-prefixed
+    key: :data:`~services.db.runtime_settings.OPERATOR_OVERRIDES`; ``null`` overrides nothing),
+    as an ``operator_override_refused`` problem naming its node: what only ``admin`` (or the
+    runtime setting ``node_overrides_allowed``) may store or start (:mod:`services.api`)."""
+    problems: list[Problem] = []
+    for node in graph.nodes:
+        for key in sorted(k for k in node.config if k.startswith("__")):
+            if node.config[key] is None:
+                continue
+            setting = OPERATOR_OVERRIDES.get(key)
+            what = (f"overrides the operator's runtime setting {setting!r}" if setting
+                    else "is an operator override")
+            problems.append(Problem(
+                code="operator_override_refused", node_id=node.id,
+                message=f"node {node.id!r}: config key {key!r} {what}"))
     return problems
 
 

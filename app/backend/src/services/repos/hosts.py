@@ -6,9 +6,12 @@ cloud metadata service (``169.254.169.254``), a private network (``10.0.0.1``), 
 itself. :class:`HostPolicy` refuses a host that is, or resolves to, a loopback, private,
 link-local, shared, reserved, unspecified or multicast address, and the metadata host names
 (``metadata.google.internal``), unless ``STUDIO_REPO_ALLOWED_HOSTS`` lists it (a name, an
-address or a CIDR network). Addresses hidden in other spellings are unpacked first: the numeric
-IPv4 forms ``inet_aton`` accepts (``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376``),
-IPv4-mapped, 6to4, Teredo and NAT64 IPv6 addresses.
+address or a CIDR network). What is internal is the one table the egress proxy uses too,
+:data:`~services.execution.network.refused.REFUSED_NETWORKS` (site-local ``fec0::/10`` and
+shared ``100.64.0.0/10`` among its rows), not Python's ``is_global`` alone. Addresses
+hidden in other spellings are unpacked first: the numeric IPv4 forms ``inet_aton`` accepts
+(``2852039166``, ``0xa9fea9fe``, ``0251.0376.0251.0376``), IPv4-mapped, 6to4, Teredo and
+NAT64 IPv6 addresses.
 
 Loopback is allowed without the setting only for executions created from the CLI (the operator's
 own machine, from which local paths are accepted anyway); an execution created through the HTTP
@@ -32,6 +35,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 from services.execution.errors import ConfigError, ErrorCode, ExecutionError, ToolFailure
+from services.execution.network.refused import embedded, refused_kind
 from services.settings import StudioSettings
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
@@ -42,7 +46,6 @@ SETTING = "STUDIO_REPO_ALLOWED_HOSTS"
 METADATA_NAMES = frozenset({"metadata.google.internal", "metadata.goog", "metadata",
                             "instance-data", "instance-data.ec2.internal"})
 _NUMERIC_V4 = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$")
-_NAT64 = ipaddress.IPv6Network("64:ff9b::/96")
 
 
 @dataclass(frozen=True)
@@ -86,33 +89,12 @@ def literal_address(host: str) -> Address | None:
     return None
 
 
-def _embedded(address: Address) -> list[Address]:
-    """``address`` and the IPv4 addresses an IPv6 address carries inside it."""
-    found: list[Address] = [address]
-    if isinstance(address, ipaddress.IPv6Address):
-        teredo = address.teredo
-        found += [a for a in (address.ipv4_mapped, address.sixtofour) if a is not None]
-        found += list(teredo) if teredo is not None else []
-        if address in _NAT64:
-            found.append(ipaddress.IPv4Address(int(address) & 0xFFFFFFFF))
-    return found
-
-
 def internal_kind(address: Address) -> str | None:
-    """Why ``address`` is internal (``loopback``, ``link_local``, ``multicast``, ``private``),
-    or ``None`` for a public address."""
-    embedded = _embedded(address)
-    for candidate in [*embedded[1:], address]:  # what the address carries says most
-        if candidate.is_loopback:
-            return "loopback"
-        if candidate.is_link_local:
-            return "link_local"
-        if candidate.is_multicast:
-            return "multicast"
-        if candidate.is_private or candidate.is_reserved or candidate.is_unspecified \
-                or not candidate.is_global:
-            return "private"
-    return None
+    """Why ``address`` is internal (``loopback``, ``link_local``, ``multicast``, ``private``:
+    the kind of its row in the one table of refused networks,
+    :data:`~services.execution.network.refused.REFUSED_NETWORKS`), or ``None`` for a public
+    address."""
+    return refused_kind(address)
 
 
 def _parse_entries(entries: Iterable[str]) -> tuple[frozenset[str], tuple[Network, ...]]:
@@ -156,7 +138,7 @@ class HostPolicy:
     def _allowed(self, address: Address, kind: str) -> bool:
         if kind == "loopback" and self.allow_loopback:
             return True
-        return any(candidate in network for candidate in _embedded(address)
+        return any(candidate in network for candidate in embedded(address)
                    for network in self.allowed_networks if candidate.version == network.version)
 
     def _inspect(self, url: str) -> _Verdict:

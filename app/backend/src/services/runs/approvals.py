@@ -13,10 +13,14 @@
   dispatched again; the resumed loop finds the decision for the same call: approved, the call
   runs; denied, the model gets ``permission_denied`` with the reason.
 
-:func:`decide_approval` is the one way to decide (API, CLI); :func:`reap_approvals` is the
-reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``), and an
-execution left waiting with nothing pending (a decision that came while it was still pausing) is
-queued again.
+:func:`decide_approval` is the one way to decide (API, CLI); a decision after ``expires_at`` is
+``approval_expired`` and the approval denied as timed out in the same statement
+(:meth:`~services.db.approvals.ApprovalRepository.decide`). :func:`reap_approvals` is the
+reaper's part: pending approvals past their time are denied (``decided_by`` ``timeout``:
+:func:`expire_approvals`, which the API's clock runs too where no reaper does,
+:mod:`services.api.approval_clock`), and an execution left waiting with nothing pending (a
+decision that came while it was still pausing) is queued again. A gate that finds its own
+approval pending past its time denies it the same way.
 
 A flowchart node's execution (a repository node: durable) waits the same way while its node
 stays ``running``; once decided it is resumed through its node (``dispatch_node(run_id,
@@ -30,10 +34,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from services.db.approvals import (
     TIMEOUT_DECIDER,
+    TIMEOUT_REASON,
     ApprovalRepository,
     Decided,
     claim_node_resumes,
@@ -51,7 +57,7 @@ from services.execution.approvals import (
     call_fingerprint,
     parse_policy,
 )
-from services.execution.errors import ExecutionError
+from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.messages import ToolCall
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.settings import StudioSettings
@@ -69,12 +75,23 @@ class DbApprovalGate(ApprovalGate):
                  timeout_s: float, redactor: Redactor | None = None,
                  can_wait: bool = True) -> None:
         super().__init__(policy)
+        self.db = db
+        self.redactor = redactor
         self.approvals = ApprovalRepository(db, redactor)
         self.execution_id = execution_id
         self.timeout_s = timeout_s
         # an execution run in place (a workspace, no durable resume) cannot wait: ``require``
         # is then refused like ``deny``
         self.can_wait = can_wait
+
+    def _expire(self, approval_id: str) -> dict[str, Any]:
+        """The approval denied as timed out (or as someone decided it meanwhile)."""
+        try:
+            return decide_approval(self.db, self.execution_id, approval_id, "deny",
+                                   by=TIMEOUT_DECIDER, reason=TIMEOUT_REASON, dispatch=None,
+                                   redactor=self.redactor).approval
+        except ExecutionError:  # decided the other way meanwhile: theirs wins
+            return self.approvals.get(self.execution_id, approval_id)
 
     def review(self, call: ToolCall) -> GateVerdict:
         verdict = super().review(call)
@@ -99,6 +116,10 @@ class DbApprovalGate(ApprovalGate):
         if found is None:
             found = self.approvals.request(self.execution_id, data, fingerprint=fingerprint,
                                            rule=key, timeout_s=self.timeout_s)
+        if found["status"] == "pending" and _past(found["expires_at"]):
+            # the gate notices its own expiry (no reaper needed): denied as timed out, through
+            # the same conditional decision a person's or the reaper's goes through
+            found = self._expire(str(found["id"]))
         if found["status"] == "pending":
             return GateVerdict(GateAction.PAUSE, {
                 "approval_id": found["id"], "rule": key, "policy": "require",
@@ -111,6 +132,15 @@ class DbApprovalGate(ApprovalGate):
         reason = f": {found['reason']}" if found.get("reason") else ""
         return GateVerdict(GateAction.DENY, evidence,
                            f"the call was not approved ({who}){reason}")
+
+
+def _past(expires_at: str | None) -> bool:
+    if not expires_at:
+        return False
+    moment = datetime.fromisoformat(expires_at)
+    if moment.tzinfo is None:
+        moment = moment.replace(tzinfo=UTC)
+    return moment <= utcnow()
 
 
 def approval_gate(db: Database, settings: StudioSettings, execution_id: str,
@@ -143,7 +173,11 @@ def decide_approval(db: Database, execution_id: str, approval_id: str, decision:
                     resend_after_s: float = 0.0) -> Decided:
     """Decide one approval: the decision is stored, journalled (``approval_decided``) and, when
     it was the last pending one of a waiting execution, the execution is dispatched again (a
-    flowchart node's through ``dispatch_node``)."""
+    flowchart node's through ``dispatch_node``).
+
+    A person's decision after the approval's ``expires_at`` is refused (``approval_expired``,
+    an :class:`ExecutionError`) once the approval was denied as timed out in its place: that
+    denial is journalled and the execution dispatched exactly as the reaper's would be."""
     decided = ApprovalRepository(db, redactor).decide(execution_id, approval_id, decision,
                                                       by=by, reason=reason)
     if decided.changed:
@@ -152,12 +186,45 @@ def decide_approval(db: Database, execution_id: str, approval_id: str, decision:
             AgentEventKind.APPROVAL_DECIDED, execution_id, 0, {
                 "approval_id": approval["id"], "call_id": approval["call_id"],
                 "tool": approval["tool"], "rule": approval["rule"], "policy": "require",
-                "decision": decision, "decided_by": approval["decided_by"],
+                "decision": "approve" if approval["status"] == "approved" else "deny",
+                "decided_by": approval["decided_by"],
                 "decided_at": approval["decided_at"], "reason": approval["reason"]}))
+    sent = False
     if decided.resume:
         log.info("execution %s: every approval decided; dispatching it again", execution_id)
-        _send(db, execution_id, dispatch, dispatch_node, resend_after_s)
+        sent = _send(db, execution_id, dispatch, dispatch_node, resend_after_s)
+    if decided.expired and by != TIMEOUT_DECIDER:
+        approval = decided.approval
+        raise ExecutionError(
+            f"approval {approval_id} expired at {approval['expires_at']}: it was denied as "
+            "timed out, not decided", code=ErrorCode.APPROVAL_EXPIRED,
+            details={"approval_id": approval_id, "expires_at": approval["expires_at"],
+                     "status": approval["status"], "decided_by": approval["decided_by"],
+                     "resumed": decided.resume, "dispatched": sent})
     return decided
+
+
+def expire_approvals(db: Database, dispatch: Dispatch | None, *, limit: int = 100,
+                     execution_id: str | None = None,
+                     dispatch_node: NodeDispatch | None = None,
+                     resend_after_s: float = 0.0) -> list[str]:
+    """Deny the pending approvals past their time (of one execution with ``execution_id``) as
+    timed out, each through :func:`decide_approval`; answers the executions dispatched."""
+    dispatched: list[str] = []
+    for waiting, approval_id in ApprovalRepository(db).expired(limit=limit,
+                                                              execution_id=execution_id):
+        log.warning("approval %s of execution %s timed out: denied", approval_id, waiting)
+        try:
+            decided = decide_approval(db, waiting, approval_id, "deny", by=TIMEOUT_DECIDER,
+                                      reason=TIMEOUT_REASON, dispatch=dispatch,
+                                      dispatch_node=dispatch_node,
+                                      resend_after_s=resend_after_s)
+        except ExecutionError:  # decided meanwhile by a person: theirs wins
+            log.info("approval %s was decided meanwhile", approval_id)
+            continue
+        if decided.resume:
+            dispatched.append(waiting)
+    return dispatched
 
 
 def _send(db: Database, execution_id: str, dispatch: Dispatch | None,
@@ -190,19 +257,8 @@ def reap_approvals(db: Database, dispatch: Dispatch, *, limit: int = 100,
     a decision queued again and nobody sent since (or over ``resend_after_s`` ago); answers the
     executions dispatched."""
     repository = ApprovalRepository(db)
-    dispatched: list[str] = []
-    for execution_id, approval_id in repository.expired(limit=limit):
-        log.warning("approval %s of execution %s timed out: denied", approval_id, execution_id)
-        try:
-            decided = decide_approval(db, execution_id, approval_id, "deny", by=TIMEOUT_DECIDER,
-                                      reason="no decision before the approval timed out",
-                                      dispatch=dispatch, dispatch_node=dispatch_node,
-                                      resend_after_s=resend_after_s)
-        except ExecutionError:  # decided meanwhile by a person: theirs wins
-            log.info("approval %s was decided meanwhile", approval_id)
-            continue
-        if decided.resume:
-            dispatched.append(execution_id)
+    dispatched = expire_approvals(db, dispatch, limit=limit, dispatch_node=dispatch_node,
+                                  resend_after_s=resend_after_s)
     for execution_id in repository.resumable(limit=limit):
         log.info("execution %s waits with no approval pending; dispatching it", execution_id)
         if _send(db, execution_id, dispatch, dispatch_node, resend_after_s):

@@ -2,8 +2,10 @@
 
 Scopes: ``read`` for every GET; ``run`` to create, replace or delete a flowchart (authoring is the
 work of the people who run flowcharts; ``admin`` stays for operators' settings) and to start or
-cancel a run. A malformed graph is ``invalid_arguments`` (422) with ``details.problems``, each
-``{code, node_id, edge_id, message}``.
+cancel a run. A graph whose nodes override operator settings (``__agent_runtime_cutover_enabled``)
+is stored and started only for ``admin`` (``operator_override_refused``, 403:
+:mod:`services.api.overrides`). A malformed graph is ``invalid_arguments`` (422) with
+``details.problems``, each ``{code, node_id, edge_id, message}``.
 
 The API never takes a filesystem path: a run gets a directory of its own under the deployment's
 workspace root (:mod:`services.flowcharts.workspace`), and a node's ``config.workspace`` is a
@@ -31,6 +33,7 @@ from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.limits import check_limits
 from services.api.node_children import node_children
+from services.api.overrides import check_operator_overrides
 from services.db.flowcharts import FlowchartRepository
 from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
@@ -119,16 +122,18 @@ class FlowchartRunList(BaseModel):
     runs: list[FlowchartRun]
 
 
-def _graph(data: dict[str, Any], db: Database, settings: StudioSettings) -> dict[str, Any]:
-    """The graph validated (the MCP servers its nodes name are stored), in the JSON form the
-    repository stores."""
+def _graph(request: Request, data: dict[str, Any], db: Database,
+           settings: StudioSettings) -> dict[str, Any]:
+    """The graph validated (the MCP servers its nodes name are stored; operator overrides only
+    from ``admin``: :mod:`services.api.overrides`), in the JSON form the repository stores."""
     try:
         graph = parse_graph(data)
         check_mcp_servers(graph, McpServerRepository(db, settings).names())
-        return graph.model_dump(mode="json", by_alias=True)
     except FlowchartValidationError as exc:
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
+    check_operator_overrides(request, db, graph)
+    return graph.model_dump(mode="json", by_alias=True)
 
 
 def _check_run_limits(request: Request, db: Database, settings: StudioSettings,
@@ -157,14 +162,14 @@ def run_service(request: Request, db: Database = Depends(get_db),  # noqa: B008
 
 @router.post("/api/flowcharts", status_code=201, response_model=Flowchart,
              dependencies=[requires(Scope.RUN)])
-def create_flowchart(body: FlowchartCreate, response: Response,
+def create_flowchart(body: FlowchartCreate, response: Response, request: Request,
                      db: Database = Depends(get_db),  # noqa: B008
                      settings: StudioSettings = Depends(get_settings),  # noqa: B008
                      ) -> Flowchart:
     """Create a flowchart; its graph is validated (422 names each node or edge at fault)."""
     repo = FlowchartRepository(db)
     flowchart_id = repo.create(name=body.name, description=body.description,
-                               graph=_graph(body.graph, db, settings))
+                               graph=_graph(request, body.graph, db, settings))
     response.headers["Location"] = f"/api/flowcharts/{flowchart_id}"
     return Flowchart(**repo.get(flowchart_id).to_json())
 
@@ -183,12 +188,12 @@ def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart
 
 @router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def update_flowchart(flowchart_id: Id, body: FlowchartUpdate,
+def update_flowchart(flowchart_id: Id, body: FlowchartUpdate, request: Request,
                      db: Database = Depends(get_db),  # noqa: B008
                      settings: StudioSettings = Depends(get_settings),  # noqa: B008
                      ) -> Flowchart:
     """Rename and/or replace the graph (runs already started keep their graph)."""
-    graph = _graph(body.graph, db, settings) if body.graph is not None else None
+    graph = _graph(request, body.graph, db, settings) if body.graph is not None else None
     stored = FlowchartRepository(db).update(flowchart_id, graph=graph, name=body.name,
                                             description=body.description)
     return Flowchart(**stored.to_json())
@@ -215,8 +220,11 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
         raise ApiError("the API takes no filesystem path: a run gets a directory of its own "
                        "(local paths are for the CLI)", code=ErrorCode.HOST_PATH_REFUSED,
                        details={"field": "workspace"})
-    _check_run_limits(request, db, settings, FlowchartGraph.model_validate(stored.graph),
-                      body.max_node_executions)
+    graph = FlowchartGraph.model_validate(stored.graph)
+    # a flowchart stored by ``admin`` (or before this rule) starts with its overrides only for
+    # a caller who could have stored them
+    check_operator_overrides(request, db, graph)
+    _check_run_limits(request, db, settings, graph, body.max_node_executions)
     try:
         run_id = service.start(flowchart_id, inputs=body.inputs,
                                max_node_executions=body.max_node_executions)

@@ -13,10 +13,12 @@ Entries (``STUDIO_SETUP_ALLOWLIST``, an execution's or a node's ``network_allowl
   local PostgreSQL to its commands.
 
 Whatever a name resolves to, the connection goes only to a *public* address
-(:func:`public_address`: not loopback, private, link-local (the cloud metadata service
-``169.254.169.254`` among them), shared, reserved, multicast or unspecified; an IPv4-mapped
-IPv6 address is judged as the IPv4 address it carries) or to an address and port the
-deployment named itself.
+(:func:`public_address`: in no row of :data:`~services.execution.network.refused.
+REFUSED_NETWORKS`, the table the repository host rules use too: loopback, private, link-local
+(the cloud metadata service ``169.254.169.254`` among them), shared ``100.64.0.0/10``,
+site-local ``fec0::/10``, unique local ``fc00::/7``, reserved, multicast, unspecified; an IPv6
+address that carries an IPv4 address is judged by what it carries too) or to an address and
+port the deployment named itself.
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ import ipaddress
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+
+from services.execution.network.refused import refused_network
 
 DEFAULT_PORTS = frozenset({80, 443})
 MAX_ENTRIES = 200
@@ -97,15 +101,10 @@ def unwrap(address: IPAddress) -> IPAddress:
 
 
 def public_address(address: IPAddress) -> bool:
-    """Whether ``address`` is a public unicast address (see the module docstring)."""
-    address = unwrap(address)
-    if isinstance(address, ipaddress.IPv6Address) and (
-            address.sixtofour is not None or address.teredo is not None
-            or address in ipaddress.IPv6Network("64:ff9b::/96")):
-        return False  # carries an IPv4 address this check would not see
-    return bool(address.is_global) and not (
-        address.is_multicast or address.is_loopback or address.is_link_local
-        or address.is_private or address.is_reserved or address.is_unspecified)
+    """Whether ``address`` is a public unicast address: no row of the one table of refused
+    networks (:data:`~services.execution.network.refused.REFUSED_NETWORKS`) holds it or an IPv4
+    address it carries."""
+    return refused_network(address) is None
 
 
 def ip_literal(host: str) -> IPAddress | None:
