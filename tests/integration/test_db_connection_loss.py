@@ -32,6 +32,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from services.db import connection_loss
 from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import STUDIO, Broker, start_worker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
@@ -238,3 +239,34 @@ def test_a_restart_past_the_lease_margin_fences_and_the_reaper_resumes(
         execution_id, _, ended = _run_with(run, _restart)
         assert run.lease_epoch(execution_id) >= 2, run.diagnostics()  # fenced, then resumed
     assert ended >= 1
+
+
+def test_a_database_gone_for_longer_than_the_wait_ends_the_run_with_its_own_line(
+        tmp_path: Path, pg_admin: str) -> None:
+    """The database refuses connections for longer than a process waits for it
+    (``RECONNECT_WINDOW_S``): the ``studio execute`` child stops with ``database connection
+    lost during the run; retried N times`` (exit 4), not with a configuration line, and once the
+    database is back the API's launcher ends the execution (``failed``, a stable code)."""
+    down_s = connection_loss.RECONNECT_WINDOW_S + 10
+    with world(tmp_path, pg_admin) as run:
+        script = {"turns": [
+            {"tool_calls": [{"tool": "command.run",
+                             "args": {"argv": ["sleep", "4"], "timeout_s": 60}}]},
+            {"final": DONE}]}
+        body = {"repo_url": run.world.url, "provider": "replay", "prompt": "p",
+                "replay_script": script}
+        with run.api.client(run.api.admin) as client:
+            answer = client.post("/api/executions", json=body)
+        assert answer.status_code == 202, answer.text
+        execution_id = str(answer.json()["id"])
+        _after_first_call(run, execution_id)
+        with refusing_connections(run.admin, run.database):
+            time.sleep(down_s)
+        row = run.wait_final(execution_id)
+        log = "".join(run.api.log)
+    assert row["status"] == "failed", row
+    assert row["error_code"] == "substrate_error", row
+    lines = [line for line in log.splitlines() if line.startswith("studio: ")]
+    assert any(line.startswith("studio: database connection lost during the run; retried ")
+               for line in lines), lines
+    assert not any("STUDIO_DATABASE_URL" in line for line in lines), lines
