@@ -69,7 +69,7 @@ class _Counters:
 
     def __init__(self) -> None:
         self.lock = threading.Lock()
-        self.reached: set[int] = set()  # id() of engines that connected once
+        self.reached: set[str] = set()  # the databases (URL, no password) connected to once
         self.retries = 0
         self.outage_since: float | None = None
 
@@ -149,7 +149,7 @@ def _reason(exc: BaseException) -> str:
 def wait_for_reconnects(engine: Engine) -> None:
     """Make ``engine`` wait (with backoff, up to :data:`RECONNECT_WINDOW_S` per outage) for a
     database it has reached before when opening a connection fails."""
-    key = id(engine)
+    key = engine.url.render_as_string(hide_password=True)  # any engine of this process
 
     @event.listens_for(engine, "connect")
     def _reached(_dbapi_connection: Any, _record: Any) -> None:
