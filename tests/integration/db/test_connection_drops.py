@@ -188,3 +188,17 @@ def test_the_cli_tells_a_lost_database_from_configuration(postgres_db: Database,
     config = config_error_line(never.value, settings)
     assert config is not None and config.startswith("studio: STUDIO_DATABASE_URL: cannot connect")
     assert "hunter2-Secret" not in config and "hunter2-Secret" not in (line or "")
+
+
+def test_the_fault_line_is_one_line_without_the_password(postgres_db: Database) -> None:
+    """Hostile reasons: the URL's password, a second line, a terminal escape; the line shows
+    none of them beyond its first line, and the password never."""
+    _warm(postgres_db)  # this process has reached its database
+    settings = StudioSettings(database_url=SecretStr(
+        "postgresql://studio:hunter2-Secret@db.internal:5432/studio"))
+    lost = connection_loss.ConnectionLost(
+        "journal append", 2, "password hunter2-Secret \x1b[2Jrefused\nsecond line")
+    line = database_fault_line(lost, settings)
+    assert line is not None and "\n" not in line and "\x1b" not in line, line
+    assert "hunter2-Secret" not in line and "***" in line and "second line" not in line
+    assert database_fault_line(ValueError("hunter2-Secret"), settings) is None  # not a fault

@@ -174,6 +174,7 @@ def database_fault_line(exc: BaseException, settings: StudioSettings | None) -> 
         reason = _one_line(f"{exc.what}: {exc.reason}", secret)
     else:
         reason = _one_line(str(getattr(exc, "orig", None) or exc), secret)
+    reason = "".join(char for char in reason if char.isprintable())  # no terminal escapes
     return (f"studio: database connection lost during the run; retried {loss.retries()} "
             f"times ({reason})")
 
