@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import httpx2
 import psycopg
 import pytest
 
@@ -86,7 +87,7 @@ class Run:
         try:
             with self.api.client(self.api.admin) as client:
                 answer = client.get(f"/api/executions/{execution_id}")
-        except OSError:
+        except (OSError, httpx2.TransportError):  # the API busy waiting for its database
             return None
         return dict(answer.json()) if answer.status_code == 200 else None
 
