@@ -152,6 +152,33 @@ def broker_error_line(exc: BaseException, settings: StudioSettings | None) -> st
     return None
 
 
+EXIT_DATABASE_LOST = 4
+
+
+def database_fault_line(exc: BaseException, settings: StudioSettings | None) -> str | None:
+    """The line for a database that this process had reached and then lost (a fault while
+    running, not configuration: ``database connection lost during the run; retried N times``),
+    or ``None``. The reason is the driver's first line, the password scrubbed."""
+    loss = sys.modules.get("services.db.connection_loss")
+    if loss is None or not loss.reached_before():
+        return None
+    sa_exc = sys.modules.get("sqlalchemy.exc")
+    faults = (loss.ConnectionLost,) + ((sa_exc.OperationalError, sa_exc.InterfaceError)
+                                        if sa_exc is not None else ())
+    if not isinstance(exc, faults):
+        return None
+    if not isinstance(exc, loss.ConnectionLost) and not loss.is_connection_lost(exc):
+        return None
+    secret = _secret_of(_configured(settings, DATABASE_VARIABLE))
+    if isinstance(exc, loss.ConnectionLost):
+        reason = _one_line(f"{exc.what}: {exc.reason}", secret)
+    else:
+        reason = _one_line(str(getattr(exc, "orig", None) or exc), secret)
+    reason = "".join(char for char in reason if char.isprintable())  # no terminal escapes
+    return (f"studio: database connection lost during the run; retried {loss.retries()} "
+            f"times ({reason})")
+
+
 def config_error_line(exc: BaseException, settings: StudioSettings | None) -> str | None:
     """The one line for ``exc`` when it is a configuration problem, else ``None``."""
     from services.execution.errors import ConfigError

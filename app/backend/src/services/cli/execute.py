@@ -5,7 +5,9 @@ execution succeeded, or when there was nothing to do (a live lease held elsewher
 already finished, a lease taken over mid-run: the holder carries on); 1 when it ended in another
 final status; 2 for an unknown id or a configuration error; 3 when it stopped itself because it
 could not renew its lease in time (everything it started is killed first, before the lease can
-expire and another attempt claim it). ``--json`` prints one line last.
+expire and another attempt claim it); 4 when the database it had reached stayed unreachable
+longer than it waits for it (``database connection lost during the run; retried N times``, see
+:mod:`services.db.connection_loss`). ``--json`` prints one line last.
 """
 
 from __future__ import annotations

@@ -17,7 +17,13 @@ from typer._click import exceptions as click_errors
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
 from services.cli import mcp as mcp_cli
 from services.cli.api import api_command
-from services.cli.config_errors import EXIT_CONFIG, config_error_line, settings_error_line
+from services.cli.config_errors import (
+    EXIT_CONFIG,
+    EXIT_DATABASE_LOST,
+    config_error_line,
+    database_fault_line,
+    settings_error_line,
+)
 from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
@@ -75,6 +81,10 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:  # a database or broker URL that does not work: one line, exit 2
+        fault = database_fault_line(exc, get_settings())  # a database lost while running
+        if fault is not None:
+            print(fault, file=sys.stderr)
+            sys.exit(EXIT_DATABASE_LOST)
         line = config_error_line(exc, get_settings())
         if line is None:
             raise

@@ -139,13 +139,15 @@ _ENVELOPE = select(_TOOL_CALLS.c.envelope).where(
 def recorded_envelope(db: Database, execution_id: str, call_id: str) -> dict[str, Any] | None:
     """The recorded envelope of a tool call, or ``None`` when it has none (one Core read: a
     loop asks before every call)."""
-    with db.read_connection() as connection:
+    def read(connection: Connection) -> dict[str, Any] | None:
         envelope = connection.execute(_ENVELOPE, {"p_execution_id": execution_id,
                                                   "p_call_id": call_id}).scalar_one_or_none()
         if envelope is None:
             return None
         (envelope,) = hydrate(connection, execution_id, [envelope])
-    return dict(envelope)
+        return dict(envelope)
+
+    return db.read("idempotency record read", read)
 
 
 _CALL_IDS = select(_TOOL_CALLS.c.call_id).where(
@@ -170,10 +172,10 @@ class RecordedCalls:
     def may_exist(self, execution_id: str, call_id: str) -> bool:
         known = self._known.get(execution_id)
         if known is None:
-            with self._db.read_connection() as connection:
-                known = self._known[execution_id] = {
+            known = self._known[execution_id] = self._db.read(
+                "recorded calls read", lambda connection: {
                     str(found) for found in connection.execute(
-                        _CALL_IDS, {"p_execution_id": execution_id}).scalars()}
+                        _CALL_IDS, {"p_execution_id": execution_id}).scalars()})
         return call_id in known
 
     def add(self, execution_id: str, call_id: str) -> None:

@@ -16,6 +16,7 @@ from sqlalchemy.orm.attributes import set_committed_value
 
 from services.db.base import utcnow
 from services.db.blobs import externalize, hydrate
+from services.db.connection_loss import rerun
 from services.db.errors import NotFound
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
@@ -128,6 +129,9 @@ class ExecutionRepository:
         self._update(execution_id, cancel_requested=True)
 
     def get(self, execution_id: str) -> NodeExecution | None:
+        return rerun("execution read", lambda: self._get(execution_id))
+
+    def _get(self, execution_id: str) -> NodeExecution | None:
         with self._db.read_session() as session:
             row = session.get(NodeExecution, execution_id)
             if row is None:
@@ -149,9 +153,13 @@ class ExecutionRepository:
         query = (select(ExecutionEvent)
                  .where(ExecutionEvent.execution_id == execution_id, ExecutionEvent.seq > after_seq)
                  .order_by(ExecutionEvent.seq))
-        with self._db.read_session() as session:
-            rows = builtins.list(session.scalars(query))
-            data = hydrate(session, execution_id, [row.data for row in rows])
+
+        def read() -> tuple[builtins.list[ExecutionEvent], builtins.list[Any]]:
+            with self._db.read_session() as session:
+                rows = builtins.list(session.scalars(query))
+                return rows, hydrate(session, execution_id, [row.data for row in rows])
+
+        rows, data = rerun("journal read", read)
         for row, value in zip(rows, data, strict=True):
             set_committed_value(row, "data", value)
         return rows

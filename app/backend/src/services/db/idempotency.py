@@ -8,7 +8,9 @@ a record are read (:class:`~services.db.evidence.RecordedCalls`): a new call cos
 Given the loop's buffered journal (``journal=``), a ``put`` rides along with the journal's next
 commit, the one of the call's ``tool_result`` event that the loop emits right after it: the
 call's record and its result are then one transaction (as in a durable execution, see
-:mod:`services.runs.checkpoints`), instead of a transaction of their own.
+:mod:`services.runs.checkpoints`), instead of a transaction of their own. A record written on its
+own is keyed by the call id (the first write wins), so a transaction a lost connection cut is
+run again whole (:func:`~services.db.connection_loss.rerun`).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from services.db.checkpoints import CallWrite
+from services.db.connection_loss import rerun
 from services.db.evidence import RecordedCalls, record_tool_call, recorded_envelope
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
@@ -43,5 +46,8 @@ class DbIdempotencyStore:
             self._journal.defer(execution_id, CallWrite(execution_id, call_id, redacted,
                                                         None, None, None))
             return
-        with self._db.transaction() as connection:
-            record_tool_call(connection, execution_id, call_id, envelope=redacted)
+        def write() -> None:  # keyed by call id (first write wins): safe to run again
+            with self._db.transaction() as connection:
+                record_tool_call(connection, execution_id, call_id, envelope=redacted)
+
+        rerun("idempotency record", write)

@@ -7,6 +7,15 @@ the events, apply the evidence, checkpoint and budget operations (each
 mode, so it is its own transaction: no ``BEGIN``, no ``COMMIT``, one statement.
 :class:`PgCommitter` keeps one connection for a loop's journal (no pool checkout, no pre-ping
 between commits) and takes a fresh, pinged one from the pool after :data:`IDLE_S` without use.
+
+A commit cut by a lost connection (the held connection ended under it by a failover, a pooler
+restart, an idle reaper) is run again, whole, on a fresh connection
+(:func:`~services.db.connection_loss.rerun`). It is keyed by its sequence numbers: before running
+it again, :meth:`PgCommitter.landed` reads whether the events it carried are already in the
+journal, right after the last sequence number this committer wrote (or, for its first commit, as
+the journal's last events), with the same kinds, cycles and data; if so the cut commit did
+complete (only its answer was lost) and nothing is written twice. Its evidence, checkpoint and
+budget operations ride in the same transaction, so they landed with it (or not at all).
 """
 
 from __future__ import annotations
@@ -18,11 +27,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from sqlalchemy import Connection, text
+from sqlalchemy import Connection, Table, select, text
 from sqlalchemy.exc import DBAPIError
 
 from services.db.blobs import compress, extract
+from services.db.connection_loss import rerun
 from services.db.evidence import evidence_op
+from services.db.models import ExecutionEvent, NodeExecution
 from services.db.session import Database
 
 IDLE_S = 10.0
@@ -30,6 +41,8 @@ UNKNOWN_EXECUTION = "SX001"
 STALE_EPOCH = "SX002"
 _KNOWN_DIGESTS_MAX = 10_000
 _CALL = text("SELECT studio_journal_commit(CAST(:payload AS json))")
+_EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
+_EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
 
 
 class OpsSource(Protocol):
@@ -60,6 +73,7 @@ class PgCommitter:
         self._conn: Connection | None = None
         self._used_at = 0.0
         self._known: set[tuple[str, str]] = set()
+        self._last: dict[str, int] = {}  # execution id -> the last sequence number written
 
     def commit(self, execution_id: str, epoch: int | None, events: list[EventRow],
                writes: Sequence[OpsSource]) -> int:
@@ -78,7 +92,12 @@ class PgCommitter:
         payload["blobs"] = [{"digest": d, "size": len(raw),
                              "data": base64.b64encode(compress(raw)).decode()}
                             for d, raw in fresh.items()]
-        last = self._call(json.dumps(payload, separators=(",", ":")))
+        text_payload = json.dumps(payload, separators=(",", ":"))
+        events_sent: list[dict[str, Any]] = json.loads(text_payload)["events"]
+        before = self._last.get(execution_id)
+        last = rerun("journal append", lambda: self._call(text_payload),
+                     before_rerun=lambda: self.landed(execution_id, events_sent, before))
+        self._last[execution_id] = last
         if len(self._known) > _KNOWN_DIGESTS_MAX:
             self._known.clear()
         self._known.update((execution_id, d) for d in fresh)
@@ -100,6 +119,31 @@ class PgCommitter:
             self._used_at = time.monotonic()
             if not self._hold:
                 self.close()
+
+    def landed(self, execution_id: str, events: list[dict[str, Any]],
+               before: int | None) -> int | None:
+        """The last sequence number of ``events`` if a commit of them already landed (right
+        after ``before``, or, when ``before`` is unknown, as the journal's last events), else
+        ``None``. A commit without events has no key: ``None`` (it is run again)."""
+        count = len(events)
+        if not count:
+            return None
+
+        def read(connection: Connection) -> int | None:
+            counter = connection.execute(select(_EXECUTIONS.c.event_seq).where(
+                _EXECUTIONS.c.id == execution_id)).scalar_one_or_none()
+            if counter is None or (before is not None and counter < before + count):
+                return None
+            first = before + 1 if before is not None else counter - count + 1
+            rows = connection.execute(
+                select(_EVENTS.c.kind, _EVENTS.c.cycle, _EVENTS.c.data)
+                .where(_EVENTS.c.execution_id == execution_id, _EVENTS.c.seq >= first,
+                       _EVENTS.c.seq < first + count).order_by(_EVENTS.c.seq)).all()
+            found = [(row.kind, row.cycle, row.data) for row in rows]
+            sent = [(e["kind"], e["cycle"], e["data"]) for e in events]
+            return first + count - 1 if found == sent else None
+
+        return self._db.read("journal append check", read)
 
     def _connection(self) -> Connection:
         if self._conn is not None and time.monotonic() - self._used_at > IDLE_S:

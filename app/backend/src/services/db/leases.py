@@ -1,7 +1,11 @@
 """``LeaseStore``: the lease columns of ``node_executions``, one conditional ``UPDATE`` each.
 
 The lease protocol (owner, epoch, expiry, fencing, the heartbeat) is drawn in
-:mod:`services.runs.leases`; this module is its SQL. Every method is one transaction.
+:mod:`services.runs.leases`; this module is its SQL. Every method is one transaction. The
+renewal, the release, the fenced update and the epoch read are keyed by owner and epoch, so a
+transaction a lost connection cut is run again whole on a fresh connection
+(:func:`~services.db.connection_loss.rerun`): a renewal that cannot be made because the lease
+is lost answers ``False``, one that cannot be made because the database is gone raises.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ from typing import Any
 from sqlalchemy import or_, select, update
 
 from services.db.base import utcnow
+from services.db.connection_loss import rerun
 from services.db.executions import UnknownExecution
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution
@@ -49,16 +54,19 @@ class LeaseStore:
         return int(epoch) if epoch is not None else None
 
     def heartbeat(self, execution_id: str, owner: str, epoch: int, ttl_s: float) -> bool:
-        """Extend the lease; ``False`` when it is no longer ours (lost)."""
-        now = utcnow()
-        with self.db.session() as session:
-            result = session.execute(
-                update(NodeExecution)
-                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
-                       NodeExecution.lease_epoch == epoch)
-                .values(lease_expires_at=now + timedelta(seconds=ttl_s))
-            )
-            return bool(result.rowcount)  # type: ignore[attr-defined]
+        """Extend the lease; ``False`` when it is no longer ours (lost). A lost connection is
+        not a lost lease: the renewal is made again on a fresh connection."""
+        def renew() -> bool:
+            with self.db.session() as session:
+                result = session.execute(
+                    update(NodeExecution)
+                    .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                           NodeExecution.lease_epoch == epoch)
+                    .values(lease_expires_at=utcnow() + timedelta(seconds=ttl_s))
+                )
+                return bool(result.rowcount)  # type: ignore[attr-defined]
+
+        return rerun("lease renewal", renew)
 
     def release(self, execution_id: str, owner: str, epoch: int,
                 status: ExecutionStatus | None = None, *, yielded: bool = False) -> None:
@@ -71,30 +79,37 @@ class LeaseStore:
             values["status"] = status
         if yielded:
             values["yielded_attempts"] = NodeExecution.yielded_attempts + 1
-        with self.db.session() as session:
-            session.execute(
-                update(NodeExecution)
-                .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
-                       NodeExecution.lease_epoch == epoch)
-                .values(**values)
-            )
+        def give_up() -> None:
+            with self.db.session() as session:
+                session.execute(
+                    update(NodeExecution)
+                    .where(NodeExecution.id == execution_id, NodeExecution.lease_owner == owner,
+                           NodeExecution.lease_epoch == epoch)
+                    .values(**values)
+                )
+
+        rerun("lease release", give_up)
 
     def current_epoch(self, execution_id: str) -> int | None:
-        with self.db.session() as session:
-            epoch = session.execute(select(NodeExecution.lease_epoch)
-                                    .where(NodeExecution.id == execution_id)).scalar_one_or_none()
+        epoch = self.db.read("lease epoch read", lambda connection: connection.execute(
+            select(NodeExecution.lease_epoch).where(NodeExecution.id == execution_id)
+        ).scalar_one_or_none())
         return int(epoch) if epoch is not None else None
 
     def guarded_update(self, execution_id: str, epoch: int, values: Mapping[str, Any]) -> None:
-        """Update the execution row only while ``epoch`` is current, else :class:`StaleLease`."""
-        with self.db.session() as session:
-            result = session.execute(
-                update(NodeExecution)
-                .where(NodeExecution.id == execution_id, NodeExecution.lease_epoch == epoch)
-                .values(updated_at=utcnow(), **values)
-            )
-            if not result.rowcount:  # type: ignore[attr-defined]
-                raise stale(execution_id, epoch)
+        """Update the execution row only while ``epoch`` is current, else :class:`StaleLease`
+        (the same values set again when a lost connection cut it: keyed by the epoch)."""
+        def fenced() -> int:
+            with self.db.session() as session:
+                result = session.execute(
+                    update(NodeExecution)
+                    .where(NodeExecution.id == execution_id, NodeExecution.lease_epoch == epoch)
+                    .values(updated_at=utcnow(), **values)
+                )
+                return int(result.rowcount)  # type: ignore[attr-defined]
+
+        if not rerun("fenced update", fenced):
+            raise stale(execution_id, epoch)
 
     def expired(self, *, limit: int = 100) -> list[str]:
         """Executions in an active status whose lease expired (what the reaper re-dispatches)."""

@@ -13,6 +13,11 @@ database's consistency: see ``docs/sphinx/persistence.rst``). Every write transa
 sequence counter atomic across processes). :meth:`Database.read_session` is for reads only: on
 SQLite it begins a deferred transaction, which takes no lock a writer waits for; on PostgreSQL it
 runs in autocommit mode (one round trip per statement).
+
+A PostgreSQL engine pings a pooled connection before handing it out and, once it has reached its
+database, waits for it (with backoff, for a while) when it refuses connections:
+:mod:`services.db.connection_loss`, which also re-runs the statements that are safe to run twice
+(:meth:`Database.read` for reads).
 """
 
 from __future__ import annotations
@@ -20,10 +25,10 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from sqlalchemy import Connection, Engine, create_engine, event, text
 from sqlalchemy.dialects import postgresql, sqlite
@@ -33,11 +38,13 @@ from sqlalchemy.orm import Session as OrmSession
 from sqlalchemy.orm import sessionmaker
 
 from services.db import migrate
+from services.db.connection_loss import rerun, wait_for_reconnects
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings, get_settings
 from services.telemetry.instrumentation import instrument_sqlalchemy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
+T = TypeVar("T")
 
 
 def resolve_url(settings: StudioSettings) -> str:
@@ -99,7 +106,11 @@ def create_db_engine(url: str) -> Engine:
 def _engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True)
+        # a pooled connection that died while idle is replaced at checkout (pre-ping); a
+        # database reached before is waited for when it refuses connections for a while
+        engine = create_engine(url, pool_pre_ping=True)
+        wait_for_reconnects(engine)
+        return engine
     if parsed.database and parsed.database != ":memory:":
         _private_file(Path(parsed.database))
     engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_TIMEOUT_MS / 1000})
@@ -173,6 +184,16 @@ class Database:
         """:meth:`read_session` without the ORM: a Core connection for reads only."""
         with self.read_engine.connect() as connection, connection.begin():
             yield connection
+
+    def read(self, what: str, query: Callable[[Connection], T]) -> T:
+        """``query`` on a :meth:`read_connection`, run again on a fresh connection when a lost
+        connection cut it (:func:`~services.db.connection_loss.rerun`); ``what`` names it in
+        the log and in the error when the database does not come back."""
+        def once() -> T:
+            with self.read_connection() as connection:
+                return query(connection)
+
+        return rerun(what, once)
 
     def ping(self) -> None:
         """One round trip (``SELECT 1``); raises :data:`DatabaseError` when it fails."""

@@ -84,10 +84,10 @@ class StepReads:
             return state
 
     def _read(self) -> StepState:
-        with self.db.read_connection() as connection:
-            rows = connection.execute(_READ, {
-                "p_id": self.execution_id, "p_repository": self.repository,
-                "p_day": utcnow().date()}).all()
+        params = {"p_id": self.execution_id, "p_repository": self.repository,
+                  "p_day": utcnow().date()}
+        rows = self.db.read("step read", lambda connection: connection.execute(
+            _READ, params).all())  # run again on a fresh connection if the one used drops
         self.statements += 1
         first = rows[0]
         return StepState(

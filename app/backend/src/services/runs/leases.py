@@ -12,6 +12,10 @@ A lease is three columns of ``node_executions``: ``lease_owner`` (``host:pid:ran
 * releasing (:meth:`~services.db.leases.LeaseStore.release`) gives it up (the epoch stays, so a
   later claim bumps past it).
 
+A renewal that matches nothing means the lease is lost: the holder stops at once (its next
+check raises ``StaleLease``, its pushes are refused). A renewal that fails because the connection
+dropped is not a lost lease: the store reconnects and renews again, a few times with backoff
+(:mod:`services.db.connection_loss`), and the next beat tries again after that.
 The holder fences itself too: :class:`Heartbeat` remembers when the lease was last renewed
 and, once :attr:`LeaseTimings.fence_s` has passed without a renewal (the database unreachable,
 the process starved), it marks the lease lost and calls its ``on_lapse`` handler (``studio
@@ -147,8 +151,11 @@ class Heartbeat:
             try:
                 held = lease.store.heartbeat(lease.execution_id, lease.owner, lease.epoch,
                                              lease.timings.ttl_s)
-            except (OSError, DatabaseError):  # a database hiccup: the next beat tries again
-                log.warning("lease heartbeat of %s failed; retrying", lease.execution_id)
+            except (OSError, DatabaseError) as exc:  # the database is gone for now (the
+                # renewal already reconnected and ran again, see LeaseStore.heartbeat): the next
+                # beat tries again, the watchdog fences this holder if none succeeds in time
+                log.warning("lease heartbeat of %s failed (%s); retrying at the next beat",
+                            lease.execution_id, type(exc).__name__)
                 continue
             if not held:  # taken over: the loop stops at its next check (StaleLease)
                 if not lease.lost.is_set():  # else given up on purpose (a kill switch pause)
