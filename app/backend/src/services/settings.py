@@ -146,6 +146,9 @@ class StudioSettings(BaseSettings):
     # The Secret the executor pod reads its credentials from (database URL, secret key, GitHub
     # token, provider keys), by secretKeyRef: its values never pass through the worker.
     kube_secret_name: str = "studio-executor-secrets"
+    # A per-execution PostgreSQL login for each Job (services.db.execution_logins): the pod gets
+    # its own database URL in a Secret of its Job, never STUDIO_DATABASE_URL nor STUDIO_SECRET_KEY.
+    kube_execution_logins: bool = False
     kube_cpu_request: str = "500m"
     kube_cpu_limit: str = "2"
     kube_memory_request: str = "1Gi"

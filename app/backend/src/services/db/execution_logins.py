@@ -102,7 +102,8 @@ class ExecutionLogins:
             if exists:
                 connection.exec_driver_sql(f"ALTER ROLE {role} WITH {options}")
             else:
-                connection.exec_driver_sql(f"CREATE ROLE {role} WITH {options} IN ROLE {GROUP_ROLE}")
+                connection.exec_driver_sql(
+                    f"CREATE ROLE {role} WITH {options} IN ROLE {GROUP_ROLE}")
         url = make_url(self._url).set(username=role, password=password)
         return ExecutionLogin(role, valid_until,
                               SecretStr(url.render_as_string(hide_password=False)))

@@ -25,24 +25,28 @@ whose ``details["reason"]`` is one of ``invalid``, ``unauthorized``, ``forbidden
 
 from __future__ import annotations
 
+import base64
 import json
 import logging
 import math
 import time
-from typing import Any
+from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
 
+from services.db.execution_logins import ExecutionLogin
 from services.execution.errors import SubstrateError
 from services.executors.base import Handle, SubstrateStatus
 from services.executors.pod_manifest import (
+    DATABASE_URL,
     EXECUTION_ID_LABEL,
     JobSettings,
     build_job,
     execution_selector,
     job_name,
+    login_secret_name,
 )
 
 log = logging.getLogger(__name__)
@@ -66,6 +70,18 @@ _IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                        "ErrImageNeverPull")
 
 
+# How long a login outlives its Job's deadline (scheduling, image pull, the last writes).
+LOGIN_SLACK_S = 900
+
+
+class LoginIssuer(Protocol):
+    """Per-execution database logins (:class:`services.db.execution_logins.ExecutionLogins`)."""
+
+    def issue(self, execution_id: str, valid_for_s: int) -> ExecutionLogin: ...
+
+    def revoke(self, execution_id: str) -> None: ...
+
+
 class KubernetesSubstrate:
     """Runs each execution as a Job in ``namespace``."""
 
@@ -77,8 +93,10 @@ class KubernetesSubstrate:
         job_settings: JobSettings | None = None,
         *,
         core_api: client.CoreV1Api | None = None,
+        logins: LoginIssuer | None = None,
     ) -> None:
         self._api = batch_api
+        self._logins = logins
         self._core = core_api
         # Job name -> (status, resourceVersion) where the last wait stopped watching.
         self._resume: dict[str, tuple[SubstrateStatus, str | None]] = {}
@@ -121,9 +139,9 @@ class KubernetesSubstrate:
         return handle
 
     def _create(self, job: client.V1Job, name: str) -> bool:
-        """Create the Job; ``False`` when one of that name exists."""
+        """Create the Job (and its login Secret); ``False`` when one of that name exists."""
         try:
-            self._api.create_namespaced_job(self._namespace, job)
+            created = self._api.create_namespaced_job(self._namespace, job)
         except ApiException as exc:
             if exc.status != 409:
                 raise _api_error(exc, "create", name) from exc
@@ -131,7 +149,36 @@ class KubernetesSubstrate:
         except urllib3.exceptions.HTTPError as exc:
             raise _unreachable(exc, "create", name) from exc
         log.info("kubernetes substrate: created job %s", name)
+        if self._settings.login_secret:
+            self._login_secret(created, name)
         return True
+
+    def _login_secret(self, job: client.V1Job, name: str) -> None:
+        """The Job's own database login, in a Secret the Job owns (deleted with it); the pod
+        waits for it (a missing Secret keeps its container from starting)."""
+        labels = job.metadata.labels if job.metadata is not None else {}
+        execution_id = (labels or {}).get(EXECUTION_ID_LABEL, "")
+        uid = job.metadata.uid if job.metadata is not None else None
+        if self._logins is None or self._core is None or not uid:
+            raise SubstrateError("execution logins need a login issuer and the core API",
+                                 details={"reason": "invalid", "job": name})
+        login = self._logins.issue(execution_id, self._settings.active_deadline_seconds
+                                   + LOGIN_SLACK_S)
+        secret_name = login_secret_name(execution_id)
+        url = base64.b64encode(login.url.get_secret_value().encode()).decode()
+        secret = client.V1Secret(
+            api_version="v1", kind="Secret", type="Opaque", data={DATABASE_URL: url},
+            metadata=client.V1ObjectMeta(
+                name=secret_name, namespace=self._namespace, labels=dict(labels or {}),
+                owner_references=[client.V1OwnerReference(
+                    api_version="batch/v1", kind="Job", name=name, uid=uid,
+                    block_owner_deletion=True)]))
+        try:
+            self._core.create_namespaced_secret(self._namespace, secret)
+        except ApiException as exc:
+            raise _api_error(exc, "create secret", secret_name) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "create secret", secret_name) from exc
 
     def status(self, handle: Handle) -> SubstrateStatus:
         try:
@@ -168,7 +215,13 @@ class KubernetesSubstrate:
                 raise _unreachable(exc, "watch", handle.ref) from exc
         if version and not status.finished and status is not SubstrateStatus.UNKNOWN:
             self._resume[handle.ref] = (status, version)
+        else:
+            self._revoke(handle)  # the pod is done: its login goes (a relaunch issues anew)
         return status
+
+    def _revoke(self, handle: Handle) -> None:
+        if self._logins is not None:
+            self._logins.revoke(handle.execution_id)
 
     def cancel(self, handle: Handle) -> None:
         self._resume.pop(handle.ref, None)
@@ -179,11 +232,13 @@ class KubernetesSubstrate:
             )
         except ApiException as exc:
             if exc.status == 404:
+                self._revoke(handle)
                 return  # already gone: cancelling is idempotent
             raise _api_error(exc, "delete", handle.ref) from exc
         except urllib3.exceptions.HTTPError as exc:
             raise _unreachable(exc, "delete", handle.ref) from exc
         log.info("kubernetes substrate: job %s deleted (cancel)", handle.ref)
+        self._revoke(handle)
 
     def _ns(self, handle: Handle) -> str:
         return handle.namespace or self._namespace

@@ -43,6 +43,11 @@ class SecretEnv:
     key: str | None = None
 
 
+DATABASE_URL = "STUDIO_DATABASE_URL"
+# What a pod with its own login never gets: the deployment's database URL and the key that
+# decrypts every stored secret.
+MASTER_SECRETS = frozenset({DATABASE_URL, "STUDIO_SECRET_KEY"})
+
 DEFAULT_SECRET_ENV: tuple[SecretEnv, ...] = (
     SecretEnv("STUDIO_DATABASE_URL"),
     SecretEnv("STUDIO_SECRET_KEY"),
@@ -120,6 +125,9 @@ class JobSettings:
     # Cloud auth (services.executors.cloud_env): credential files and a web identity token.
     secret_files: tuple[SecretFile, ...] = ()
     web_identity: WebIdentityToken | None = None
+    # The pod reads STUDIO_DATABASE_URL from its own login Secret (:func:`login_secret_name`),
+    # made by the worker with a per-execution database login; never the deployment's.
+    login_secret: bool = False
 
 
 def job_name(execution_id: str) -> str:
@@ -132,6 +140,11 @@ def job_name(execution_id: str) -> str:
     if len(compact) < SHORT_ID_LENGTH:
         compact = hashlib.sha256(execution_id.encode()).hexdigest()
     return JOB_NAME_PREFIX + compact[:SHORT_ID_LENGTH]
+
+
+def login_secret_name(execution_id: str) -> str:
+    """The Secret holding the Job's own database URL (``<job name>-login``)."""
+    return job_name(execution_id) + "-login"
 
 
 def job_labels(execution_id: str) -> dict[str, str]:
@@ -222,7 +235,7 @@ def _container(execution_id: str, image: str, settings: JobSettings) -> client.V
         image_pull_policy=settings.image_pull_policy,
         command=["studio", "execute", execution_id],
         working_dir=WORKSPACE_DIR,
-        env=_env(settings),
+        env=_env(execution_id, settings),
         resources=client.V1ResourceRequirements(
             requests={
                 "cpu": settings.cpu_request,
@@ -251,7 +264,7 @@ def _container(execution_id: str, image: str, settings: JobSettings) -> client.V
     )
 
 
-def _env(settings: JobSettings) -> list[client.V1EnvVar]:
+def _env(execution_id: str, settings: JobSettings) -> list[client.V1EnvVar]:
     plain = {
         "STUDIO_WORKSPACE_DIR": WORKSPACE_DIR,
         "STUDIO_SANDBOX": settings.sandbox_mode,
@@ -266,6 +279,8 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         plain["AWS_WEB_IDENTITY_TOKEN_FILE"] = WEB_IDENTITY_TOKEN_PATH
     variables = [client.V1EnvVar(name=name, value=value) for name, value in plain.items()]
     for secret in settings.secret_env:
+        if settings.login_secret and secret.name in MASTER_SECRETS:
+            continue  # the pod's own login replaces them
         selector = client.V1SecretKeySelector(
             name=settings.secret_name,
             key=secret.key or secret.name,
@@ -273,6 +288,11 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         )
         source = client.V1EnvVarSource(secret_key_ref=selector)
         variables.append(client.V1EnvVar(name=secret.name, value_from=source))
+    if settings.login_secret:
+        selector = client.V1SecretKeySelector(name=login_secret_name(execution_id),
+                                              key=DATABASE_URL)
+        variables.append(client.V1EnvVar(
+            name=DATABASE_URL, value_from=client.V1EnvVarSource(secret_key_ref=selector)))
     return variables
 
 

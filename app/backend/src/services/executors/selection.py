@@ -22,6 +22,8 @@ from pathlib import Path
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
+from services.db.execution_logins import ExecutionLogins
+from services.db.session import Database, create_db_engine, resolve_url
 from services.execution.errors import ConfigError
 from services.executors.base import Substrate
 from services.executors.cloud_env import pod_auth
@@ -108,6 +110,7 @@ def job_settings(settings: StudioSettings, *, github_token: bool = True,
         image_pull_secrets=tuple(settings.kube_image_pull_secrets),
         node_selector=dict(settings.kube_node_selector),
         tolerations=tuple(settings.kube_tolerations),
+        login_secret=settings.kube_execution_logins,
     )
 
 
@@ -148,12 +151,17 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
 def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
                          environment: Mapping[str, str] | None = None) -> KubernetesSubstrate:
     api = kube_api_client(settings)
+    logins = None
+    if settings.kube_execution_logins:
+        url = resolve_url(settings)
+        logins = ExecutionLogins(Database(create_db_engine(url)), url)
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
         settings.kube_image or "",
         job_settings(settings, github_token=github_token, environment=environment),
         core_api=client.CoreV1Api(api),
+        logins=logins,
     )
 
 

@@ -1,0 +1,109 @@
+"""An executor pod with a per-execution database login (``STUDIO_KUBE_EXECUTION_LOGINS``),
+through the API double and its kubelet and the real PostgreSQL: the worker issues the login,
+puts its URL in a Secret owned by the Job, and the pod's environment holds that URL and never
+the deployment's STUDIO_DATABASE_URL or STUDIO_SECRET_KEY (the executor Secret holds both as
+witnesses; the positive control shows the same pod without logins does get them). The login
+connects as its own role, and is dropped once the Job is done."""
+
+from __future__ import annotations
+
+import base64
+import sys
+import uuid
+from pathlib import Path
+
+from kubernetes import client
+from sqlalchemy import create_engine, make_url, text
+
+from services.db.execution_logins import ExecutionLogins, login_role
+from services.db.session import Database
+from services.executors.base import SubstrateStatus
+from services.executors.kubernetes import KubernetesSubstrate
+from services.executors.pod_manifest import JobSettings, SecretEnv
+from tests.integration.executors.conftest import IMAGE, NAMESPACE
+from tests.integration.executors.test_kubernetes_kubelet import REPORTER, _report
+from tests.support.kube_api import KubeApiServer
+from tests.support.kubelet import Kubelet
+
+MASTER_URL = "postgresql://studio:master-password-witness@db.internal/studio"
+MASTER_KEY = "master-secret-key-witness-0123456789"
+SECRET_ENV = (SecretEnv("STUDIO_DATABASE_URL"), SecretEnv("STUDIO_SECRET_KEY"))
+
+
+def _new_id() -> str:
+    """A UUID ending in a letter: the reporter exits with a final digit as its code."""
+    return str(uuid.uuid4())[:-1] + "a"
+
+
+def _b64(value: str) -> str:
+    return base64.b64encode(value.encode()).decode()
+
+
+def _run(tmp_path: Path, logins: ExecutionLogins | None,
+         execution_id: str) -> tuple[dict[str, str], KubeApiServer, str]:
+    with KubeApiServer() as kube:
+        kube.put_secret(NAMESPACE, {"metadata": {"name": "executor-secrets"}, "data": {
+            "STUDIO_DATABASE_URL": _b64(MASTER_URL), "STUDIO_SECRET_KEY": _b64(MASTER_KEY)}})
+        kubelet = Kubelet(kube, tmp_path / "node", {"studio": [sys.executable, "-c", REPORTER]},
+                          frozenset({IMAGE}), {"PATH": "/usr/bin:/bin"}).start()
+        try:
+            configuration = client.Configuration(host=kube.url)
+            configuration.proxy = None
+            api = client.ApiClient(configuration)
+            settings = JobSettings(secret_name="executor-secrets", secret_env=SECRET_ENV,
+                                   login_secret=logins is not None)
+            substrate = KubernetesSubstrate(client.BatchV1Api(api), NAMESPACE, IMAGE, settings,
+                                            core_api=client.CoreV1Api(api), logins=logins)
+            handle = substrate.launch(execution_id)
+            assert substrate.wait(handle, 60) is SubstrateStatus.SUCCEEDED
+            env = _report(kubelet, handle.ref)["env"]
+            assert isinstance(env, dict)
+            return env, kube, handle.ref
+        finally:
+            kubelet.stop()
+
+
+def test_the_pod_gets_its_own_login_and_never_the_master_secrets(
+        tmp_path: Path, postgres_db: Database, postgres_url: str) -> None:
+    # the positive control: without logins the same pod reads both witnesses
+    control, _, _ = _run(tmp_path / "control", None, _new_id())
+    assert control["STUDIO_DATABASE_URL"] == MASTER_URL
+    assert control["STUDIO_SECRET_KEY"] == MASTER_KEY
+
+    execution_id = _new_id()
+    logins = ExecutionLogins(postgres_db, postgres_url)
+    try:
+        env, kube, job = _run(tmp_path / "logins", logins, execution_id)
+        assert "STUDIO_SECRET_KEY" not in env
+        assert not any(MASTER_KEY in value or "master-password" in value
+                       for value in env.values())
+        url = make_url(env["STUDIO_DATABASE_URL"])
+        assert url.username == login_role(execution_id)
+        secret = kube.secret(NAMESPACE, f"{job}-login")
+        assert secret is not None
+        assert list(secret["data"]) == ["STUDIO_DATABASE_URL"]
+        owner = secret["metadata"]["ownerReferences"][0]
+        assert (owner["kind"], owner["name"]) == ("Job", job)
+        assert owner["uid"] == kube.job(NAMESPACE, job)["metadata"]["uid"]  # type: ignore[index]
+        # the Job finished: its login is gone
+        with postgres_db.engine.begin() as connection:
+            assert connection.execute(text("SELECT count(*) FROM pg_roles WHERE rolname = :r"),
+                                      {"r": url.username}).scalar() == 0
+    finally:
+        logins.revoke(execution_id)
+
+
+def test_the_issued_login_connects_as_its_own_role(postgres_db: Database,
+                                                   postgres_url: str) -> None:
+    execution_id = str(uuid.uuid4())
+    logins = ExecutionLogins(postgres_db, postgres_url)
+    try:
+        issued = logins.issue(execution_id, 600)
+        engine = create_engine(issued.url.get_secret_value())
+        with engine.begin() as connection:
+            assert connection.execute(text("SELECT current_user")).scalar() == issued.role
+            assert connection.execute(text("SELECT studio_login_execution()")).scalar() \
+                == execution_id
+        engine.dispose()
+    finally:
+        logins.revoke(execution_id)
