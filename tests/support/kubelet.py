@@ -13,8 +13,9 @@ sees it only through the API: the Job watch and the pod list):
   secretKeyRef`` resolved from Secrets created in the double (a missing optional key is left out;
   a missing required Secret or key leaves the container waiting in
   ``CreateContainerConfigError``, retried every ``CONFIG_RETRY_INTERVAL_S`` for ``config_retry_s``
-  as a kubelet's pod syncs do, so a Secret created just after its Job is picked up). On top only ``image_env``: what the image's ``ENV`` lines give
-  (``PATH``, the locale). Nothing of the test process's own environment leaks in.
+  as a kubelet's pod syncs do, so a Secret created just after its Job is picked up). On top
+  only ``image_env``: what the image's ``ENV`` lines give (``PATH``, the locale). Nothing of
+  the test process's own environment leaks in.
 * **Volumes.** Each ``emptyDir`` is a fresh directory under ``root``. A container cannot mount
   it at its ``mountPath`` here, so paths are translated: the working directory and every
   environment value that is a mount path (or under one) are rewritten to the volume's directory.
