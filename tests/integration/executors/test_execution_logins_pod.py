@@ -13,17 +13,21 @@ import uuid
 from pathlib import Path
 
 from kubernetes import client
+from pydantic import SecretStr
 from sqlalchemy import create_engine, make_url, text
 
 from services.db.execution_logins import ExecutionLogins, login_role
+from services.db.integrations import IntegrationRepository
 from services.db.session import Database
 from services.executors.base import SubstrateStatus
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.pod_manifest import JobSettings, SecretEnv
+from services.executors.selection import kubernetes_substrate
 from tests.integration.executors.conftest import IMAGE, NAMESPACE
 from tests.integration.executors.test_kubernetes_kubelet import REPORTER, _report
 from tests.support.kube_api import KubeApiServer
 from tests.support.kubelet import Kubelet
+from tests.support.settings import studio_settings
 
 MASTER_URL = "postgresql://studio:master-password-witness@db.internal/studio"
 MASTER_KEY = "master-secret-key-witness-0123456789"
@@ -107,3 +111,57 @@ def test_the_issued_login_connects_as_its_own_role(postgres_db: Database,
         engine.dispose()
     finally:
         logins.revoke(execution_id)
+
+
+def _kubeconfig(path: Path, server: str) -> Path:
+    path.write_text(
+        "apiVersion: v1\nkind: Config\n"
+        f"clusters:\n- name: double\n  cluster:\n    server: {server}\n"
+        "users:\n- name: worker\n  user:\n    token: worker-token\n"
+        "contexts:\n- name: double\n  context:\n    cluster: double\n    user: worker\n"
+        "current-context: double\n")
+    return path
+
+
+def test_the_worker_hands_the_pod_the_stored_github_token_it_may_have(
+        tmp_path: Path, postgres_db: Database, postgres_url: str) -> None:
+    """Built the way the worker builds it (``kubernetes_substrate`` from the settings): the
+    token stored (encrypted) in the database reaches the pod through its login Secret, decrypted
+    by the worker; the key that decrypted it does not."""
+    stored = "ghs_StoredIntegrationToken0123456789"
+    settings = studio_settings(tmp_path / "data", database_url=postgres_url,
+                               secret_key=MASTER_KEY, executor="kubernetes",
+                               kube_image=IMAGE, kube_namespace=NAMESPACE,
+                               kube_secret_name="executor-secrets",
+                               kube_execution_logins=True)
+    IntegrationRepository(postgres_db, settings).set_github(
+        api_url=None, token=SecretStr(stored))
+    execution_id = _new_id()
+    with KubeApiServer() as kube:
+        kube.put_secret(NAMESPACE, {"metadata": {"name": "executor-secrets"}, "data": {
+            "STUDIO_DATABASE_URL": _b64(MASTER_URL), "STUDIO_SECRET_KEY": _b64(MASTER_KEY),
+            "STUDIO_GITHUB_TOKEN": _b64("ghs_executor_secret_not_used")}})
+        kubelet = Kubelet(kube, tmp_path / "node", {"studio": [sys.executable, "-c", REPORTER]},
+                          frozenset({IMAGE}), {"PATH": "/usr/bin:/bin"}).start()
+        configured = settings.model_copy(update={
+            "kubeconfig": _kubeconfig(tmp_path / "kubeconfig", kube.url)})
+        try:
+            substrate = kubernetes_substrate(configured, github_token=True)
+            handle = substrate.launch(execution_id)
+            assert substrate.wait(handle, 60) is SubstrateStatus.SUCCEEDED
+            env = _report(kubelet, handle.ref)["env"]
+            assert isinstance(env, dict)
+        finally:
+            kubelet.stop()
+            ExecutionLogins(postgres_db, postgres_url).revoke(execution_id)
+    assert env["STUDIO_GITHUB_TOKEN"] == stored
+    assert "STUDIO_SECRET_KEY" not in env
+    assert make_url(env["STUDIO_DATABASE_URL"]).username == login_role(execution_id)
+    refs = {e["name"]: e["valueFrom"]["secretKeyRef"]["name"]
+            for e in kube.job(NAMESPACE, handle.ref)["spec"]["template"]["spec"]  # type: ignore[index]
+            ["containers"][0]["env"] if "valueFrom" in e}
+    assert {name for name, secret in refs.items() if secret == f"{handle.ref}-login"} == {
+        "STUDIO_DATABASE_URL", "STUDIO_GITHUB_TOKEN"}
+    # the executor Secret: the providers' credentials only
+    assert not {name for name, secret in refs.items() if secret == "executor-secrets"
+                and name.startswith("STUDIO_")}

@@ -30,11 +30,13 @@ import json
 import logging
 import math
 import time
+from collections.abc import Mapping
 from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from pydantic import SecretStr
 
 from services.db.execution_logins import ExecutionLogin
 from services.execution.errors import SubstrateError
@@ -94,9 +96,13 @@ class KubernetesSubstrate:
         *,
         core_api: client.CoreV1Api | None = None,
         logins: LoginIssuer | None = None,
+        handed: Mapping[str, SecretStr] | None = None,
     ) -> None:
         self._api = batch_api
         self._logins = logins
+        # Secrets the worker resolved for this execution, handed in the login Secret too
+        # (the keys of ``job_settings.login_secret_keys``).
+        self._handed = dict(handed or {})
         self._core = core_api
         # Job name -> (status, resourceVersion) where the last wait stopped watching.
         self._resume: dict[str, tuple[SubstrateStatus, str | None]] = {}
@@ -165,9 +171,11 @@ class KubernetesSubstrate:
         login = self._logins.issue(execution_id, self._settings.active_deadline_seconds
                                    + LOGIN_SLACK_S)
         secret_name = login_secret_name(execution_id)
-        url = base64.b64encode(login.url.get_secret_value().encode()).decode()
+        values = {DATABASE_URL: login.url, **self._handed}
+        data = {key: base64.b64encode(value.get_secret_value().encode()).decode()
+                for key, value in values.items()}
         secret = client.V1Secret(
-            api_version="v1", kind="Secret", type="Opaque", data={DATABASE_URL: url},
+            api_version="v1", kind="Secret", type="Opaque", data=data,
             metadata=client.V1ObjectMeta(
                 name=secret_name, namespace=self._namespace, labels=dict(labels or {}),
                 owner_references=[client.V1OwnerReference(

@@ -128,6 +128,9 @@ class JobSettings:
     # The pod reads STUDIO_DATABASE_URL from its own login Secret (:func:`login_secret_name`),
     # made by the worker with a per-execution database login; never the deployment's.
     login_secret: bool = False
+    # Further keys of that Secret, read under their own names (the GitHub token the worker
+    # resolved for this execution); the executor Secret's key of the same name is not read.
+    login_secret_keys: tuple[str, ...] = ()
 
 
 def job_name(execution_id: str) -> str:
@@ -279,8 +282,9 @@ def _env(execution_id: str, settings: JobSettings) -> list[client.V1EnvVar]:
         plain["AWS_WEB_IDENTITY_TOKEN_FILE"] = WEB_IDENTITY_TOKEN_PATH
     variables = [client.V1EnvVar(name=name, value=value) for name, value in plain.items()]
     for secret in settings.secret_env:
-        if settings.login_secret and secret.name in MASTER_SECRETS:
-            continue  # the pod's own login replaces them
+        if settings.login_secret and (secret.name in MASTER_SECRETS
+                                      or secret.name in settings.login_secret_keys):
+            continue  # the pod's own login Secret replaces them
         selector = client.V1SecretKeySelector(
             name=settings.secret_name,
             key=secret.key or secret.name,
@@ -289,10 +293,10 @@ def _env(execution_id: str, settings: JobSettings) -> list[client.V1EnvVar]:
         source = client.V1EnvVarSource(secret_key_ref=selector)
         variables.append(client.V1EnvVar(name=secret.name, value_from=source))
     if settings.login_secret:
-        selector = client.V1SecretKeySelector(name=login_secret_name(execution_id),
-                                              key=DATABASE_URL)
-        variables.append(client.V1EnvVar(
-            name=DATABASE_URL, value_from=client.V1EnvVarSource(secret_key_ref=selector)))
+        for name in (DATABASE_URL, *settings.login_secret_keys):
+            selector = client.V1SecretKeySelector(name=login_secret_name(execution_id), key=name)
+            variables.append(client.V1EnvVar(
+                name=name, value_from=client.V1EnvVarSource(secret_key_ref=selector)))
     return variables
 
 

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
 
 from services.db.execution_logins import ExecutionLogins
+from services.db.integrations import IntegrationRepository
 from services.db.session import Database, create_db_engine, resolve_url
 from services.execution.errors import ConfigError
 from services.executors.base import Substrate
@@ -151,17 +153,26 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
 def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
                          environment: Mapping[str, str] | None = None) -> KubernetesSubstrate:
     api = kube_api_client(settings)
-    logins = None
+    logins, handed = None, {}
+    job = job_settings(settings, github_token=github_token, environment=environment)
     if settings.kube_execution_logins:
         url = resolve_url(settings)
-        logins = ExecutionLogins(Database(create_db_engine(url)), url)
+        db = Database(create_db_engine(url))
+        logins = ExecutionLogins(db, url)
+        # the pod cannot decrypt the stored token (no STUDIO_SECRET_KEY, no read of the
+        # column): the worker hands it the token it resolved, when the execution may have it
+        token = IntegrationRepository(db, settings).github().token if github_token else None
+        if token is not None:
+            handed = {GITHUB_TOKEN_VARIABLE: token}
+        job = replace(job, login_secret_keys=tuple(handed))
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
         settings.kube_image or "",
-        job_settings(settings, github_token=github_token, environment=environment),
+        job,
         core_api=client.CoreV1Api(api),
         logins=logins,
+        handed=handed,
     )
 
 
