@@ -25,7 +25,6 @@ whose ``details["reason"]`` is one of ``invalid``, ``unauthorized``, ``forbidden
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import math
@@ -48,6 +47,7 @@ from services.executors.pod_manifest import (
     build_job,
     execution_selector,
     job_name,
+    login_secret,
     login_secret_name,
 )
 
@@ -156,31 +156,28 @@ class KubernetesSubstrate:
             raise _unreachable(exc, "create", name) from exc
         log.info("kubernetes substrate: created job %s", name)
         if self._settings.login_secret:
-            self._login_secret(created, name)
+            try:
+                self._login_secret(created, name)
+            except Exception:
+                # a Job without its login would wait for its Secret until its deadline
+                self.cancel(Handle(self.name, _execution_of(created), name, self._namespace))
+                raise
         return True
 
     def _login_secret(self, job: client.V1Job, name: str) -> None:
         """The Job's own database login, in a Secret the Job owns (deleted with it); the pod
         waits for it (a missing Secret keeps its container from starting)."""
-        labels = job.metadata.labels if job.metadata is not None else {}
-        execution_id = (labels or {}).get(EXECUTION_ID_LABEL, "")
-        uid = job.metadata.uid if job.metadata is not None else None
-        if self._logins is None or self._core is None or not uid:
+        execution_id = _execution_of(job)
+        if self._logins is None or self._core is None:
             raise SubstrateError("execution logins need a login issuer and the core API",
                                  details={"reason": "invalid", "job": name})
         login = self._logins.issue(execution_id, self._settings.active_deadline_seconds
                                    + LOGIN_SLACK_S)
         secret_name = login_secret_name(execution_id)
-        values = {DATABASE_URL: login.url, **self._handed}
-        data = {key: base64.b64encode(value.get_secret_value().encode()).decode()
-                for key, value in values.items()}
-        secret = client.V1Secret(
-            api_version="v1", kind="Secret", type="Opaque", data=data,
-            metadata=client.V1ObjectMeta(
-                name=secret_name, namespace=self._namespace, labels=dict(labels or {}),
-                owner_references=[client.V1OwnerReference(
-                    api_version="batch/v1", kind="Job", name=name, uid=uid,
-                    block_owner_deletion=True)]))
+        try:
+            secret = login_secret(job, {DATABASE_URL: login.url, **self._handed})
+        except ValueError as exc:
+            raise SubstrateError(str(exc), details={"reason": "invalid", "job": name}) from exc
         try:
             self._core.create_namespaced_secret(self._namespace, secret)
         except ApiException as exc:
@@ -334,6 +331,11 @@ class KubernetesSubstrate:
         finally:
             events.close()  # releases the streaming connection
         return status, version
+
+
+def _execution_of(job: client.V1Job) -> str:
+    labels = (job.metadata.labels if job.metadata is not None else None) or {}
+    return str(labels.get(EXECUTION_ID_LABEL, ""))
 
 
 def job_status(job: client.V1Job) -> SubstrateStatus:

@@ -11,6 +11,7 @@ never holds a secret value, so it can be logged, stored and diffed.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
+from pydantic import SecretStr
 
 EXECUTOR_NAME = "studio-executor"
 EXECUTION_ID_LABEL = "studio.dev/execution-id"
@@ -188,6 +190,25 @@ def build_job(
             ),
         ),
     )
+
+
+def login_secret(job: client.V1Job, values: Mapping[str, SecretStr]) -> client.V1Secret:
+    """The Secret of a created ``job``'s own login (``values``: STUDIO_DATABASE_URL, and the
+    secrets the worker hands on), owned by the Job so that it goes when the Job goes. It holds
+    secret values: it is sent to the API server and never logged."""
+    metadata = job.metadata
+    if metadata is None or not metadata.uid or not metadata.name:
+        raise ValueError("a login Secret needs the created Job (its name and uid)")
+    labels = dict(metadata.labels or {})
+    data = {key: base64.b64encode(value.get_secret_value().encode()).decode()
+            for key, value in values.items()}
+    return client.V1Secret(
+        api_version="v1", kind="Secret", type="Opaque", data=data,
+        metadata=client.V1ObjectMeta(
+            name=metadata.name + "-login", namespace=metadata.namespace, labels=labels,
+            owner_references=[client.V1OwnerReference(
+                api_version="batch/v1", kind="Job", name=metadata.name, uid=metadata.uid,
+                block_owner_deletion=True)]))
 
 
 def job_to_dict(job: client.V1Job) -> dict[str, Any]:
