@@ -15,6 +15,9 @@ from __future__ import annotations
 from typing import Any
 
 import celpy
+from celpy import celtypes
+from celpy.adapter import json_to_cel
+from celpy.evaluation import CELEvalError
 
 _ENV = celpy.Environment()
 
@@ -26,7 +29,7 @@ def admission_policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def _true(value: Any) -> bool:
-    return isinstance(value, celpy.celtypes.BoolType) and bool(value)
+    return isinstance(value, celtypes.BoolType) and bool(value)
 
 
 def _evaluate(expression: str, activation: dict[str, Any]) -> Any:
@@ -44,26 +47,26 @@ def refusals(policy: dict[str, Any], obj: dict[str, Any], *, resource: str,
         return None
     request = {"userInfo": {"username": username}, "operation": operation,
                "resource": {"resource": resource}}
-    activation: dict[str, Any] = {"object": celpy.json_to_cel(obj),
-                                  "request": celpy.json_to_cel(request)}
+    activation: dict[str, Any] = {"object": json_to_cel(obj),
+                                  "request": json_to_cel(request)}
     for condition in spec.get("matchConditions", []):
         if not _true(_evaluate(condition["expression"], activation)):
             return None
     variables: dict[str, Any] = {}
     for variable in spec.get("variables", []):
-        activation["variables"] = celpy.celtypes.MapType(variables)
+        activation["variables"] = celtypes.MapType(variables)
         try:
             value = _evaluate(variable["expression"], activation)
-        except celpy.CELEvalError:
+        except CELEvalError:
             continue
-        if not isinstance(value, celpy.CELEvalError):
-            variables[celpy.celtypes.StringType(variable["name"])] = value
-    activation["variables"] = celpy.celtypes.MapType(variables)
+        if not isinstance(value, CELEvalError):
+            variables[celtypes.StringType(variable["name"])] = value
+    activation["variables"] = celtypes.MapType(variables)
     failed = []
     for validation in spec["validations"]:
         try:
             result = _evaluate(validation["expression"], activation)
-        except celpy.CELEvalError as exc:
+        except CELEvalError as exc:
             result = exc
         if not _true(result):
             failed.append(f"{validation['message']} ({result!r})"[:400])
