@@ -8,6 +8,7 @@ connects as its own role, and is dropped once the Job is done."""
 from __future__ import annotations
 
 import base64
+import json
 import sys
 import uuid
 from pathlib import Path
@@ -18,11 +19,17 @@ from sqlalchemy import create_engine, make_url, text
 
 from services.db.execution_logins import ExecutionLogins, login_role
 from services.db.integrations import IntegrationRepository
+from services.db.mcp_servers import McpServerRepository
+from services.db.redaction import Redactor
 from services.db.session import Database
+from services.execution.profile_checks import agent_profile
 from services.executors.base import SubstrateStatus
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.pod_manifest import JobSettings, SecretEnv
 from services.executors.selection import kubernetes_substrate
+from services.runs.agent_setup import handed_mcp
+from services.runs.request import ExecutionRequest, create_execution
+from services.worker.handed import handed_secrets
 from tests.integration.executors.conftest import IMAGE, NAMESPACE
 from tests.integration.executors.test_kubernetes_kubelet import REPORTER, _report
 from tests.support.kube_api import KubeApiServer
@@ -165,3 +172,51 @@ def test_the_worker_hands_the_pod_the_stored_github_token_it_may_have(
     # the executor Secret: the providers' credentials only
     assert not {name for name, secret in refs.items() if secret == "executor-secrets"
                 and name.startswith("STUDIO_")}
+
+
+def test_the_worker_hands_the_pod_the_mcp_servers_its_agent_names_and_no_other(
+        tmp_path: Path, postgres_db: Database, postgres_url: str) -> None:
+    """The stored MCP servers an execution's agent names reach its pod decrypted by the worker
+    (``STUDIO_EXECUTION_MCP`` in the login Secret); another stored server's secret (the
+    witness) does not, and neither does the key that decrypted them."""
+    settings = studio_settings(tmp_path / "data", database_url=postgres_url,
+                               secret_key=MASTER_KEY, executor="kubernetes",
+                               kube_image=IMAGE, kube_namespace=NAMESPACE,
+                               kube_secret_name="executor-secrets",
+                               kube_execution_logins=True)
+    servers = McpServerRepository(postgres_db, settings)
+    servers.create("docs", {"transport": "http", "url": "https://mcp.example.com/mcp",
+                            "headers": {"Authorization": "Bearer named-server-secret"}})
+    servers.create("other", {"transport": "http", "url": "https://other.example.com/mcp",
+                             "headers": {"Authorization": "Bearer other-server-witness"}})
+    request = ExecutionRequest(provider="codex", model="gpt-5.1", prompt="p",
+                               repo_url="https://github.com/acme/widgets",
+                               profile=agent_profile("codex", "gpt-5.1", mcp_servers=["docs"]))
+    execution_id = create_execution(postgres_db, request, Redactor(), settings=settings)
+    handed = handed_secrets(settings, execution_id)
+    # the positive control: the witness is stored, and the worker could decrypt it
+    assert "other-server-witness" in json.dumps(
+        McpServerRepository(postgres_db, settings).resolve(["other"]).model_dump())
+    with KubeApiServer() as kube:
+        kube.put_secret(NAMESPACE, {"metadata": {"name": "executor-secrets"}, "data": {
+            "STUDIO_SECRET_KEY": _b64(MASTER_KEY)}})
+        kubelet = Kubelet(kube, tmp_path / "node", {"studio": [sys.executable, "-c", REPORTER]},
+                          frozenset({IMAGE}), {"PATH": "/usr/bin:/bin"}).start()
+        configured = settings.model_copy(update={
+            "kubeconfig": _kubeconfig(tmp_path / "kubeconfig", kube.url)})
+        try:
+            substrate = kubernetes_substrate(configured, github_token=False, handed=handed)
+            handle = substrate.launch(execution_id)
+            assert substrate.wait(handle, 60) is SubstrateStatus.SUCCEEDED
+            env = _report(kubelet, handle.ref)["env"]
+            assert isinstance(env, dict)
+        finally:
+            kubelet.stop()
+            ExecutionLogins(postgres_db, postgres_url).revoke(execution_id)
+    pod_settings = studio_settings(execution_mcp=env["STUDIO_EXECUTION_MCP"])
+    config = handed_mcp(pod_settings.execution_mcp, ["docs"])  # type: ignore[arg-type]
+    assert config.servers["docs"].headers == {  # type: ignore[union-attr]
+        "Authorization": "Bearer named-server-secret"}
+    assert not any("other-server-witness" in value or MASTER_KEY in value
+                   for value in env.values())
+    assert "STUDIO_GITHUB_TOKEN" not in env and "STUDIO_SECRET_KEY" not in env

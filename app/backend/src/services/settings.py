@@ -92,6 +92,10 @@ class StudioSettings(BaseSettings):
     # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
+    # In an executor pod with an execution login (kube_execution_logins): the stored MCP servers
+    # its agent names, secrets decrypted by the worker that launched it (JSON of McpConfig); the
+    # pod can neither read mcp_servers nor decrypt it (no STUDIO_SECRET_KEY).
+    execution_mcp: SecretStr | None = None
     # STUDIO_MODEL_PRICES: JSON object of price overrides, USD per 1M tokens, e.g.
     # {"gpt-5.1": {"input": 1.0, "output": 8.0, "cached_input": 0.1}} (services.execution.pricing).
     model_prices: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
+from pydantic import SecretStr
 
 from services.db.execution_logins import ExecutionLogins
 from services.db.integrations import IntegrationRepository
@@ -151,9 +152,12 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
 
 
 def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
-                         environment: Mapping[str, str] | None = None) -> KubernetesSubstrate:
+                         environment: Mapping[str, str] | None = None,
+                         handed: Mapping[str, SecretStr] | None = None) -> KubernetesSubstrate:
+    """The substrate; with ``kube_execution_logins``, each Job gets its own database login and
+    ``handed`` (secrets its worker decrypted for it) in its login Secret."""
     api = kube_api_client(settings)
-    logins, handed = None, {}
+    logins, secrets = None, dict(handed or {})
     job = job_settings(settings, github_token=github_token, environment=environment)
     if settings.kube_execution_logins:
         url = resolve_url(settings)
@@ -163,8 +167,10 @@ def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
         # column): the worker hands it the token it resolved, when the execution may have it
         token = IntegrationRepository(db, settings).github().token if github_token else None
         if token is not None:
-            handed = {GITHUB_TOKEN_VARIABLE: token}
-        job = replace(job, login_secret_keys=tuple(handed))
+            secrets[GITHUB_TOKEN_VARIABLE] = token
+        job = replace(job, login_secret_keys=tuple(sorted(secrets)))
+    else:
+        secrets = {}  # nothing is handed without a login Secret to carry it
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
@@ -172,15 +178,16 @@ def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
         job,
         core_api=client.CoreV1Api(api),
         logins=logins,
-        handed=handed,
+        handed=secrets,
     )
 
 
 def build_substrate(settings: StudioSettings, environment: Mapping[str, str], *,
-                    github_token: bool = True) -> Substrate:
+                    github_token: bool = True,
+                    handed: Mapping[str, SecretStr] | None = None) -> Substrate:
     """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits;
     ``github_token``: whether a Kubernetes pod gets the GitHub token)."""
     if settings.executor is ExecutorKind.KUBERNETES:
         return kubernetes_substrate(settings, github_token=github_token,
-                                    environment=environment)
+                                    environment=environment, handed=handed)
     return LocalSubstrate(env=executor_environment(environment))
