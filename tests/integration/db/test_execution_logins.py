@@ -23,6 +23,8 @@ from services.db.execution_logins import (
     scram_verifier,
 )
 from services.db.session import Database
+from services.runs.reaper import reap_logins
+from tests.support.settings import studio_settings
 
 SECRET_HASH = "witness-token-hash-0123456789abcdef"
 MINE_REPO = "https://github.com/acme/mine"
@@ -221,3 +223,18 @@ def test_a_hostile_execution_id_makes_no_role(postgres_db: Database, hostile: st
 def test_the_password_reaches_the_server_only_as_a_verifier() -> None:
     verifier = scram_verifier("pw-witness", salt=b"0123456789abcdef")
     assert verifier.startswith("SCRAM-SHA-256$4096:") and "pw-witness" not in verifier
+
+
+def test_the_reaper_drops_expired_logins_only(postgres_db: Database, postgres_url: str,
+                                              ids: tuple[str, str]) -> None:
+    logins = ExecutionLogins(postgres_db, postgres_url)
+    live = logins.issue(ids[0], 600)
+    expired = logins.issue(ids[1], -60)
+    settings = studio_settings(kube_execution_logins=True)
+    assert reap_logins(postgres_db, studio_settings()) == 0  # off without logins
+    assert expired.role in logins.expired()
+    assert reap_logins(postgres_db, settings) >= 1
+    with postgres_db.engine.connect() as connection:
+        roles = {row[0] for row in connection.execute(
+            text("SELECT rolname FROM pg_roles WHERE rolname LIKE 'studio%'"))}
+    assert live.role in roles and expired.role not in roles

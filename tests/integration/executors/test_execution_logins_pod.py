@@ -13,11 +13,12 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
 from kubernetes import client
 from pydantic import SecretStr
 from sqlalchemy import create_engine, make_url, text
 
-from services.db.execution_logins import ExecutionLogins, login_role
+from services.db.execution_logins import ExecutionLoginError, ExecutionLogins, login_role
 from services.db.integrations import IntegrationRepository
 from services.db.mcp_servers import McpServerRepository
 from services.db.redaction import Redactor
@@ -226,3 +227,27 @@ def test_the_worker_hands_the_pod_the_mcp_servers_its_agent_names_and_no_other(
     assert not any("other-server-witness" in value or MASTER_KEY in value
                    for value in env.values())
     assert "STUDIO_GITHUB_TOKEN" not in env and "STUDIO_SECRET_KEY" not in env
+
+
+def test_a_job_whose_login_cannot_be_issued_is_deleted(tmp_path: Path,
+                                                       sqlite_db: Database) -> None:
+    """Logins need PostgreSQL: on SQLite the launch fails with ``config_error`` and the Job it
+    created is deleted, instead of a pod waiting for its login Secret until its deadline."""
+    with KubeApiServer() as kube:
+        configuration = client.Configuration(host=kube.url)
+        configuration.proxy = None
+        api = client.ApiClient(configuration)
+        substrate = KubernetesSubstrate(
+            client.BatchV1Api(api), NAMESPACE, IMAGE,
+            JobSettings(secret_name="executor-secrets", secret_env=SECRET_ENV,
+                        login_secret=True),
+            core_api=client.CoreV1Api(api), logins=ExecutionLogins(sqlite_db, "sqlite://"))
+        execution_id = _new_id()
+        with pytest.raises(ExecutionLoginError) as refused:
+            substrate.launch(execution_id)
+        assert refused.value.details == {"reason": "not_postgresql"}
+        created = [r for r in kube.requests("POST") if r.path.endswith("/jobs")]
+        assert len(created) == 1  # the Job was created (the positive control) ...
+        name = created[0].body["metadata"]["name"]  # type: ignore[index]
+        assert kube.job(NAMESPACE, name) is None  # ... and deleted again
+        assert not [r for r in kube.requests("POST") if r.path.endswith("/secrets")]

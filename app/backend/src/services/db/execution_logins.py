@@ -118,17 +118,27 @@ class ExecutionLogins:
 
     def expired(self) -> list[str]:
         """The roles of logins past their ``VALID UNTIL`` (left by a worker that died)."""
-        with self._db.transaction() as connection:
-            rows = connection.execute(text(
-                "SELECT rolname FROM pg_roles WHERE rolname LIKE 'studio\\_exec\\_%' "
-                "AND rolvaliduntil < now()")).all()
-        return [str(row[0]) for row in rows if _LOGIN_NAME.match(str(row[0]))]
+        return expired_logins(self._db)
 
     def drop_expired(self) -> int:
         """Drop every expired login; how many."""
-        dropped = 0
-        for role in self.expired():
-            with self._db.transaction() as connection:
-                connection.execute(text(f"DROP ROLE IF EXISTS {role}"))
-            dropped += 1
-        return dropped
+        return drop_expired_logins(self._db)
+
+
+def expired_logins(db: Database) -> list[str]:
+    """The roles of per-execution logins past their ``VALID UNTIL``."""
+    with db.transaction() as connection:
+        rows = connection.execute(text(
+            "SELECT rolname FROM pg_roles WHERE rolname LIKE 'studio\\_exec\\_%' "
+            "AND rolvaliduntil < now()")).all()
+    return [str(row[0]) for row in rows if _LOGIN_NAME.match(str(row[0]))]
+
+
+def drop_expired_logins(db: Database) -> int:
+    """Drop every expired per-execution login (the reaper's pass); how many."""
+    dropped = 0
+    for role in expired_logins(db):
+        with db.transaction() as connection:
+            connection.exec_driver_sql(f"DROP ROLE IF EXISTS {role}")
+        dropped += 1
+    return dropped
