@@ -36,6 +36,7 @@ from tests.unit.helm.chart import (
     NAMESPACE,
     PRODUCTION_VALUES,
     load_values,
+    notes,
     one,
     pod_specs,
     render,
@@ -278,3 +279,15 @@ def test_the_otlp_collector_is_reachable_where_traces_are_exported() -> None:
         ports = {p["port"] for rule in policy["spec"]["egress"] for p in rule["ports"]}
         assert port in ports, policy["metadata"]["name"]
     assert [spec for _, spec in pod_specs(objects)]
+
+
+def test_the_notes_warn_where_the_reach_is_wider() -> None:
+    default = notes(None)
+    assert "WARNING: executor.executionLogins=false" not in default
+    assert "pod-security.kubernetes.io/enforce=restricted" in default
+    assert "kubernetesApi.cidrs is 0.0.0.0/0" in default
+    wider = notes({"executor": {"executionLogins": False}})
+    assert "WARNING: executor.executionLogins=false" in wider
+    production = notes(load_values(PRODUCTION_VALUES))
+    assert "enforce=restricted" not in production  # the chart renders the namespace
+    assert "kubernetesApi.cidrs" not in production
