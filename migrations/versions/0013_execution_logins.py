@@ -7,7 +7,8 @@ migration creates that group role (NOLOGIN), grants it what ``studio execute`` n
 more, and turns on row-level security so that a member sees and writes only the rows of the
 execution its name carries (``studio_login_execution()``):
 
-* ``node_executions``: its own row (SELECT, UPDATE: lease, status, result);
+* ``node_executions``: its own row (SELECT; UPDATE of the lease, status, result, usage...
+  columns, never of what it was asked to do: ``FIXED_COLUMNS``);
 * ``execution_events``, ``tool_calls``, ``workspace_checkpoints``, ``content_blobs``,
   ``tool_approvals``: its own execution's rows;
 * ``budget_ledger``: the rows of its own execution's repository;
@@ -39,13 +40,29 @@ depends_on: str | Sequence[str] | None = None
 GROUP = "studio_executor"
 # table -> (the column naming the execution, the privileges of the group)
 OWN_ROWS: dict[str, tuple[str, str]] = {
-    "node_executions": ("id", "SELECT, UPDATE"),
+    "node_executions": ("id", "SELECT"),  # UPDATE: the columns below only
     "execution_events": ("execution_id", "SELECT, INSERT, UPDATE, DELETE"),
     "tool_calls": ("execution_id", "SELECT, INSERT, UPDATE, DELETE"),
     "workspace_checkpoints": ("execution_id", "SELECT, INSERT, UPDATE, DELETE"),
     "content_blobs": ("execution_id", "SELECT, INSERT, UPDATE, DELETE"),
     "tool_approvals": ("execution_id", "SELECT, INSERT, UPDATE, DELETE"),
 }
+# What the execution was asked to do, and by whom: a login may not rewrite it (its limits, its
+# repository, its recorded settings, a cancel request). It updates every other column of its
+# row (lease, status, result, usage, pull request, pauses); a later migration that adds a
+# column the executor writes grants it too.
+FIXED_COLUMNS = ("id", "flowchart_run_id", "node_id", "runtime", "provider", "model", "repo_url",
+                 "request", "prompt", "limits", "settings_snapshot", "cancel_requested",
+                 "created_at")
+UPDATABLE = f"""
+DO $do$ DECLARE columns text; BEGIN
+    SELECT string_agg(quote_ident(column_name), ', ' ORDER BY ordinal_position) INTO columns
+    FROM information_schema.columns
+    WHERE table_schema = current_schema() AND table_name = 'node_executions'
+      AND column_name NOT IN ({", ".join(f"'{c}'" for c in FIXED_COLUMNS)});
+    EXECUTE format('GRANT UPDATE (%s) ON node_executions TO {GROUP}', columns);
+END $do$
+"""
 BUDGET_ROWS = ("repository = (SELECT e.repo_url FROM node_executions e "
                "WHERE e.id = studio_login_execution())")
 
@@ -85,6 +102,7 @@ def upgrade() -> None:
     op.execute(FUNCTION)
     for table, (column, privileges) in OWN_ROWS.items():
         _limit(table, f"{column} = studio_login_execution()", privileges)
+    op.execute(UPDATABLE)
     _limit("budget_ledger", BUDGET_ROWS, "SELECT, INSERT, UPDATE")
     op.execute(f"GRANT SELECT ON runtime_settings, alembic_version TO {GROUP}")
     op.execute(f"GRANT SELECT (kind, api_url, git_origins) ON integrations TO {GROUP}")

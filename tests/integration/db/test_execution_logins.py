@@ -110,8 +110,8 @@ def test_the_login_writes_its_own_rows_and_no_one_elses(postgres_db: Database, l
     with pytest.raises(ProgrammingError, match="row-level security"), login.begin() as c:
         c.execute(text(insert), {"id": theirs})
     with pytest.raises(ProgrammingError, match="row-level security"), login.begin() as c:
-        c.execute(text("UPDATE node_executions SET id = :other WHERE id = :id"),
-                  {"id": mine, "other": theirs})
+        c.execute(text("UPDATE execution_events SET execution_id = :other "
+                       "WHERE execution_id = :id"), {"id": mine, "other": theirs})
     with pytest.raises(ProgrammingError, match="permission denied"), login.begin() as c:
         c.execute(text("DELETE FROM node_executions WHERE id = :id"), {"id": mine})
     assert _scalar(postgres_db.engine, "SELECT status FROM node_executions WHERE id = :id",
@@ -238,3 +238,17 @@ def test_the_reaper_drops_expired_logins_only(postgres_db: Database, postgres_ur
         roles = {row[0] for row in connection.execute(
             text("SELECT rolname FROM pg_roles WHERE rolname LIKE 'studio%'"))}
     assert live.role in roles and expired.role not in roles
+
+
+@pytest.mark.parametrize("column, value", [
+    ("limits", "'{\"max_cost_usd\": 1000000}'"), ("settings_snapshot", "'{}'"),
+    ("repo_url", "'https://github.com/acme/theirs'"), ("cancel_requested", "true"),
+    ("prompt", "'another task'"), ("provider", "'gemini'")])
+def test_the_login_cannot_rewrite_what_its_execution_was_asked(
+        login: Engine, ids: tuple[str, str], column: str, value: str) -> None:
+    with login.begin() as c:  # the positive control: the columns the executor writes
+        assert c.execute(text("UPDATE node_executions SET status = 'running', iterations = 1 "
+                              "WHERE id = :id"), {"id": ids[0]}).rowcount == 1
+    with pytest.raises(ProgrammingError, match="permission denied"), login.begin() as c:
+        c.execute(text(f"UPDATE node_executions SET {column} = {value} WHERE id = :id"),
+                  {"id": ids[0]})
