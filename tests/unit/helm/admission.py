@@ -22,9 +22,15 @@ from celpy.evaluation import CELEvalError
 _ENV = celpy.Environment()
 
 
-def admission_policy(objects: list[dict[str, Any]]) -> dict[str, Any]:
-    found = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"]
+def admission_policy(objects: list[dict[str, Any]], resource: str) -> dict[str, Any]:
+    """The chart's policy over ``resource`` (``jobs`` or ``secrets``)."""
+    found = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicy"
+             and any(resource in rule["resources"]
+                     for rule in o["spec"]["matchConstraints"]["resourceRules"])]
     assert len(found) == 1, [o["metadata"]["name"] for o in found]
+    bindings = [o for o in objects if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                and o["spec"]["policyName"] == found[0]["metadata"]["name"]]
+    assert len(bindings) == 1 and bindings[0]["spec"]["validationActions"] == ["Deny"]
     return found[0]
 
 

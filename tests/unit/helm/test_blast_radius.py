@@ -84,12 +84,12 @@ def rendered(request: pytest.FixtureRequest) -> list[dict[str, Any]]:
 
 def test_the_worker_job_and_its_login_secret_are_admitted(
         rendered: list[dict[str, Any]]) -> None:
-    policy = admission_policy(rendered)
+    jobs, secrets = admission_policy(rendered, "jobs"), admission_policy(rendered, "secrets")
     job = _worker_job(rendered)
-    assert refusals(policy, job_to_dict(job), resource="jobs", username=WORKER) == []
-    assert refusals(policy, _secret(job), resource="secrets", username=WORKER) == []
+    assert refusals(jobs, job_to_dict(job), resource="jobs", username=WORKER) == []
+    assert refusals(secrets, _secret(job), resource="secrets", username=WORKER) == []
     # the policy matches the worker only: others have no RBAC grant to create Jobs at all
-    assert refusals(policy, job_to_dict(job), resource="jobs", username="alice") is None
+    assert refusals(jobs, job_to_dict(job), resource="jobs", username="alice") is None
 
 
 def _mutate(path: str, value: Any) -> Any:
@@ -149,7 +149,7 @@ HOSTILE_JOBS = {
 @pytest.mark.parametrize("change", sorted(HOSTILE_JOBS))
 def test_a_hostile_job_from_the_worker_is_refused(rendered: list[dict[str, Any]],
                                                   change: str) -> None:
-    policy = admission_policy(rendered)
+    policy = admission_policy(rendered, "jobs")
     job = job_to_dict(_worker_job(rendered))
     assert refusals(policy, job, resource="jobs", username=WORKER) == []  # positive control
     HOSTILE_JOBS[change](job)
@@ -169,7 +169,7 @@ HOSTILE_SECRETS = {
 @pytest.mark.parametrize("change", sorted(HOSTILE_SECRETS))
 def test_a_hostile_secret_from_the_worker_is_refused(change: str) -> None:
     objects = render()
-    policy = admission_policy(objects)
+    policy = admission_policy(objects, "secrets")
     secret = _secret(_worker_job(objects))
     assert refusals(policy, secret, resource="secrets", username=WORKER) == []
     HOSTILE_SECRETS[change](secret)
@@ -191,10 +191,11 @@ def test_the_pod_never_reads_the_master_secrets(rendered: list[dict[str, Any]]) 
 def test_without_logins_the_worker_creates_no_secret_and_the_pod_reads_the_old_keys() -> None:
     objects = render({"executor": {"executionLogins": False}})
     assert ("", "secrets", "create") not in role_grants(objects)
-    policy = admission_policy(objects)
     job = _worker_job(objects)
-    assert refusals(policy, job_to_dict(job), resource="jobs", username=WORKER) == []
-    assert refusals(policy, _secret(job), resource="secrets", username=WORKER)
+    assert refusals(admission_policy(objects, "jobs"), job_to_dict(job), resource="jobs",
+                    username=WORKER) == []
+    assert refusals(admission_policy(objects, "secrets"), _secret(job), resource="secrets",
+                    username=WORKER)
 
 
 def test_the_namespace_can_be_rendered_restricted() -> None:
