@@ -35,6 +35,9 @@ from services.execution.errors import ConfigError
 GROUP_ROLE = "studio_executor"
 LOGIN_PREFIX = "studio_exec_"
 SCRAM_ITERATIONS = 4096
+# A pod's engine pools at most 15 connections (SQLAlchemy's 5 + 10); the limit bounds what a
+# compromised pod can take of the server's max_connections.
+CONNECTION_LIMIT = 32
 _LOGIN_NAME = re.compile(r"^studio_exec_[0-9a-f]{32}$")
 
 
@@ -93,7 +96,8 @@ class ExecutionLogins:
         valid_until = utcnow() + timedelta(seconds=valid_for_s)
         # DDL takes no bind parameters (and the verifier's ":" must not read as one): the role
         # name is checked above, the verifier and the timestamp are made here from safe alphabets.
-        options = (f"LOGIN INHERIT CONNECTION LIMIT 16 PASSWORD '{scram_verifier(password)}' "
+        options = (f"LOGIN INHERIT CONNECTION LIMIT {CONNECTION_LIMIT} "
+                   f"PASSWORD '{scram_verifier(password)}' "
                    f"VALID UNTIL '{valid_until.isoformat()}'")
         with self._db.transaction() as connection:
             exists = connection.execute(
