@@ -66,13 +66,18 @@ END $do$
 BUDGET_ROWS = ("repository = (SELECT e.repo_url FROM node_executions e "
                "WHERE e.id = studio_login_execution())")
 
+# The login's execution, by the role it logged in as: ``session_user``, which ``SET ROLE`` does
+# not change (a login is a member of studio_executor and may ``SET ROLE`` to it; going by
+# ``current_user`` would then match no execution and fall under the deployment's policy).
 FUNCTION = r"""
 CREATE OR REPLACE FUNCTION studio_login_execution() RETURNS text
 LANGUAGE sql STABLE AS $fn$
-    SELECT CASE WHEN current_user::text ~ '^studio_exec_[0-9a-f]{32}$' THEN
-        substr(current_user::text, 13, 8) || '-' || substr(current_user::text, 21, 4) || '-'
-        || substr(current_user::text, 25, 4) || '-' || substr(current_user::text, 29, 4) || '-'
-        || substr(current_user::text, 33, 12)
+    SELECT CASE WHEN session_user::text ~ '^studio_exec_[0-9a-f]{32}$' THEN
+        substr(session_user::text, 13, 8) || '-' || substr(session_user::text, 21, 4) || '-'
+        || substr(session_user::text, 25, 4) || '-' || substr(session_user::text, 29, 4) || '-'
+        || substr(session_user::text, 33, 12)
+    WHEN session_user::text = 'studio_executor' OR current_user::text = 'studio_executor' THEN
+        ''
     END
 $fn$
 """

@@ -252,3 +252,22 @@ def test_the_login_cannot_rewrite_what_its_execution_was_asked(
     with pytest.raises(ProgrammingError, match="permission denied"), login.begin() as c:
         c.execute(text(f"UPDATE node_executions SET {column} = {value} WHERE id = :id"),
                   {"id": ids[0]})
+
+
+@pytest.mark.parametrize("escape", ["SET ROLE studio_executor",
+                                    "SET SESSION AUTHORIZATION studio_executor",
+                                    "RESET ROLE"])
+def test_switching_roles_does_not_widen_the_login(postgres_db: Database, login: Engine,
+                                                  ids: tuple[str, str], escape: str) -> None:
+    """A login is a member of ``studio_executor``: ``SET ROLE`` to it changes ``current_user``
+    but not ``session_user``, which is what the policies go by."""
+    assert _scalar(postgres_db.engine, "SELECT count(*) FROM node_executions") == 2  # control
+    with login.begin() as c:
+        try:
+            with c.begin_nested():
+                c.execute(text(escape))
+        except (ProgrammingError, OperationalError):
+            pass  # refused outright: nothing to widen
+        assert c.execute(text("SELECT count(*) FROM node_executions")).scalar() == 1
+        assert c.execute(text("SELECT count(*) FROM execution_events WHERE execution_id = "
+                              ":id"), {"id": ids[1]}).scalar() == 0
