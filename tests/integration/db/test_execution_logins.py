@@ -271,3 +271,14 @@ def test_switching_roles_does_not_widen_the_login(postgres_db: Database, login: 
         assert c.execute(text("SELECT count(*) FROM node_executions")).scalar() == 1
         assert c.execute(text("SELECT count(*) FROM execution_events WHERE execution_id = "
                               ":id"), {"id": ids[1]}).scalar() == 0
+
+
+@pytest.mark.parametrize("sql", ["CREATE TABLE public.planted (x int)",
+                                 "CREATE FUNCTION public.studio_login_execution(x int) "
+                                 "RETURNS text LANGUAGE sql AS $$ SELECT 'x' $$",
+                                 "CREATE ROLE studio_exec_00000000000000000000000000000000",
+                                 "GRANT pg_read_all_data TO CURRENT_USER"])
+def test_the_login_cannot_plant_objects_or_roles(login: Engine, sql: str) -> None:
+    with pytest.raises(ProgrammingError, match="permission denied|must have admin option"), \
+            login.begin() as c:
+        c.execute(text(sql))
