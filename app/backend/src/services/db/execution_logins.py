@@ -26,7 +26,8 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from pydantic import SecretStr
-from sqlalchemy import make_url, text
+from sqlalchemy import create_engine, make_url, text
+from sqlalchemy.pool import NullPool
 
 from services.db.base import utcnow
 from services.db.session import Database
@@ -85,6 +86,16 @@ class ExecutionLogins:
     def __init__(self, db: Database, database_url: str) -> None:
         self._db = db
         self._url = database_url
+
+    @classmethod
+    def for_url(cls, database_url: str) -> ExecutionLogins:
+        """Logins through a connection opened per statement (no pool kept open: a worker issues
+        one login per launch and drops it at the end)."""
+        return cls(Database(create_engine(database_url, poolclass=NullPool)), database_url)
+
+    @property
+    def db(self) -> Database:
+        return self._db
 
     def issue(self, execution_id: str, valid_for_s: int) -> ExecutionLogin:
         """The execution's login with a new password, valid ``valid_for_s`` seconds."""

@@ -26,7 +26,7 @@ from pydantic import SecretStr
 
 from services.db.execution_logins import ExecutionLogins
 from services.db.integrations import IntegrationRepository
-from services.db.session import Database, create_db_engine, resolve_url
+from services.db.session import resolve_url
 from services.execution.errors import ConfigError
 from services.executors.base import Substrate
 from services.executors.cloud_env import pod_auth
@@ -160,12 +160,11 @@ def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
     logins, secrets = None, dict(handed or {})
     job = job_settings(settings, github_token=github_token, environment=environment)
     if settings.kube_execution_logins:
-        url = resolve_url(settings)
-        db = Database(create_db_engine(url))
-        logins = ExecutionLogins(db, url)
+        logins = ExecutionLogins.for_url(resolve_url(settings))
         # the pod cannot decrypt the stored token (no STUDIO_SECRET_KEY, no read of the
         # column): the worker hands it the token it resolved, when the execution may have it
-        token = IntegrationRepository(db, settings).github().token if github_token else None
+        token = IntegrationRepository(logins.db, settings).github().token if github_token \
+            else None
         if token is not None:
             secrets[GITHUB_TOKEN_VARIABLE] = token
         job = replace(job, login_secret_keys=tuple(sorted(secrets)))
