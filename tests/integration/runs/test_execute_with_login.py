@@ -13,12 +13,17 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text as sql
 
+from services.db.approvals import ApprovalRepository
 from services.db.execution_logins import ExecutionLogins
 from services.db.executions import ExecutionRepository
 from services.db.redaction import Redactor
 from services.db.session import Database, create_db_engine
+from services.runs.approvals import decide_approval
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
+from tests.integration.repo_env import repo_world
+from tests.integration.runs.test_approvals import _create as _approval_create
+from tests.integration.runs.test_approvals import _settings as _approval_settings
 from tests.support.model_script import Usage, tool_calls
 from tests.support.model_server import ScriptedModelServer, text
 from tests.support.settings import studio_settings
@@ -74,3 +79,37 @@ def test_an_execution_runs_to_its_end_on_its_own_login(
     finally:
         pod_db.dispose()
         logins.revoke(execution_id)
+
+
+def test_an_approval_gate_pauses_and_resumes_on_its_logins(
+        postgres_db: Database, postgres_url: str, tmp_path: Path) -> None:
+    """The approval path (tests/integration/runs/test_approvals.py) with each attempt on its own
+    login, as two Jobs of one execution would run: the first pauses at the gate (its pending
+    approval and journal written through the login), a person decides through the deployment's
+    connection, the second attempt (a new password) runs the call and finishes."""
+    with repo_world(tmp_path) as world:
+        settings = _approval_settings(world, postgres_url)
+        execution_id = _approval_create(postgres_db, settings, world, {"command.run": "require"})
+        logins = ExecutionLogins(postgres_db, postgres_url)
+        pod_settings = settings.model_copy(update={"secret_key": None})
+        try:
+            for attempt, expected in enumerate(("awaiting_approval", "succeeded")):
+                login = logins.issue(execution_id, 600)
+                pod_db = Database(create_db_engine(login.url.get_secret_value()))
+                try:
+                    outcome = execute_execution(execution_id, settings=pod_settings, db=pod_db)
+                finally:
+                    pod_db.dispose()
+                logins.revoke(execution_id)
+                if attempt == 0:
+                    assert outcome.state == expected, outcome
+                    pending = ApprovalRepository(postgres_db).of_execution(execution_id)
+                    assert [a["status"] for a in pending] == ["pending"]
+                    decide_approval(postgres_db, execution_id, pending[0]["id"], "approve",
+                                    by="alice", reason="ok", dispatch=lambda _: None)
+                else:
+                    assert outcome.status == expected, outcome
+        finally:
+            logins.revoke(execution_id)
+        kinds = [e.kind for e in ExecutionRepository(postgres_db).events(execution_id)]
+        assert kinds.count("approval_requested") == 1 and kinds.count("finished") == 1
