@@ -41,6 +41,7 @@ from tests.unit.helm.chart import (
     pod_specs,
     render,
     role_grants,
+    schema_refusal,
 )
 
 EXECUTION_ID = "5a1b2c3d-4e5f-4a6b-8c7d-8e9f0a1b2c3d"
@@ -292,3 +293,16 @@ def test_the_notes_warn_where_the_reach_is_wider() -> None:
     production = notes(load_values(PRODUCTION_VALUES))
     assert "enforce=restricted" not in production  # the chart renders the namespace
     assert "kubernetesApi.cidrs" not in production
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"executor": {"executionLogins": "yes"}}, "/executor/executionLogins"),
+    ({"networkPolicy": {"kubernetesApi": {"cidrs": []}}}, "/networkPolicy/kubernetesApi/cidrs"),
+    ({"networkPolicy": {"egress": [{"cidr": "anywhere", "ports": [443]}]}},
+     "/networkPolicy/egress/0/cidr"),
+    ({"admission": {"podSecurityLevel": "privileged"}}, "/admission/podSecurityLevel"),
+    ({"networkPolicy": {"apiFrom": "everyone"}}, "/networkPolicy/apiFrom"),
+])
+def test_bad_reach_values_are_refused_with_the_schemas_message(change: dict[str, Any],
+                                                               message: str) -> None:
+    assert message in schema_refusal(change)
