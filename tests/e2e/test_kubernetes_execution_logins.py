@@ -12,6 +12,7 @@ login is gone once the execution has finished.
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from collections.abc import Iterator
@@ -137,11 +138,17 @@ def _run_on_a_login(world: _World, pg_url: str) -> None:
     assert env["STUDIO_GITHUB_TOKEN"] == TOKEN  # handed by the worker, not the executor Secret
     secret: dict[str, Any] | None = world.kube.secret(NAMESPACE, f"{name}-login")
     assert secret is not None and secret["metadata"]["ownerReferences"][0]["name"] == name
+    password = make_url(base64.b64decode(secret["data"]["STUDIO_DATABASE_URL"]).decode()).password
+    assert password and password in env["STUDIO_DATABASE_URL"]  # the witness is the real one
     final = wait_for("the execution to finish", lambda: world._final(execution_id), 300,
                      world.diagnostics)
     assert final["status"] == "succeeded", (final, world.diagnostics())
     pushes = world.host.pushes_of(final["branch"])
     assert len(pushes) == 1 and world.github.posts == 1
+    # the login's password reached no log: the worker's, the API's, the pod's
+    logs = [path.read_text(errors="replace") for path in world.tmp_path.glob("*.log")]
+    logs += [path.read_text(errors="replace") for path in world.tmp_path.glob("node/logs/*")]
+    assert len(logs) >= 3 and not [log for log in logs if str(password) in log]
     deadline = time.monotonic() + 60  # the worker drops the login once it sees the Job end
     while _role_exists(pg_url, login_role(execution_id)):
         assert time.monotonic() < deadline, world.diagnostics()
