@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from datetime import date
 
 import pytest
-from sqlalchemy import create_engine, make_url, text
+from sqlalchemy import create_engine, event, make_url, text
 from sqlalchemy.engine import Engine
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
@@ -282,3 +282,24 @@ def test_the_login_cannot_plant_objects_or_roles(login: Engine, sql: str) -> Non
     with pytest.raises(ProgrammingError, match="permission denied|must have admin option"), \
             login.begin() as c:
         c.execute(text(sql))
+
+
+def test_no_statement_sent_to_the_server_holds_the_password(
+        postgres_db: Database, postgres_url: str, ids: tuple[str, str]) -> None:
+    """Every statement the issuing connection sends (a SQLAlchemy cursor event on the real
+    engine: what goes over the wire, and what a server logging DDL would log) holds the SCRAM
+    verifier, never the password the login's URL carries."""
+    sent: list[str] = []
+
+    def record(conn: object, cursor: object, statement: str, *args: object) -> None:
+        sent.append(statement)
+
+    event.listen(postgres_db.engine, "before_cursor_execute", record)
+    try:
+        issued = ExecutionLogins(postgres_db, postgres_url).issue(ids[0], 600)
+    finally:
+        event.remove(postgres_db.engine, "before_cursor_execute", record)
+    password = str(make_url(issued.url.get_secret_value()).password)
+    ddl = [s for s in sent if "ROLE" in s]
+    assert ddl and all("SCRAM-SHA-256$4096:" in s for s in ddl)  # the positive control
+    assert not [s for s in sent if password in s]
