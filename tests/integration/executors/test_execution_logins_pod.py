@@ -24,7 +24,7 @@ from services.db.mcp_servers import McpServerRepository
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.profile_checks import agent_profile
-from services.executors.base import SubstrateStatus
+from services.executors.base import Handle, SubstrateStatus
 from services.executors.kubernetes import KubernetesSubstrate
 from services.executors.pod_manifest import JobSettings, SecretEnv
 from services.executors.selection import kubernetes_substrate
@@ -251,3 +251,22 @@ def test_a_job_whose_login_cannot_be_issued_is_deleted(tmp_path: Path,
         name = created[0].body["metadata"]["name"]  # type: ignore[index]
         assert kube.job(NAMESPACE, name) is None  # ... and deleted again
         assert not [r for r in kube.requests("POST") if r.path.endswith("/secrets")]
+
+
+def test_a_login_that_cannot_be_dropped_does_not_fail_the_supervision(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """The database is unreachable when the worker drops a login (here: a closed port): the
+    cancel still succeeds, with a warning; the login expires on its own and the reaper drops
+    it."""
+    with KubeApiServer() as kube:
+        configuration = client.Configuration(host=kube.url)
+        configuration.proxy = None
+        api = client.ApiClient(configuration)
+        logins = ExecutionLogins.for_url("postgresql+psycopg://nobody@127.0.0.1:1/none")
+        substrate = KubernetesSubstrate(client.BatchV1Api(api), NAMESPACE, IMAGE,
+                                        JobSettings(login_secret=True),
+                                        core_api=client.CoreV1Api(api), logins=logins)
+        execution_id = _new_id()
+        handle = Handle("kubernetes", execution_id, f"studio-exec-{execution_id[:8]}", NAMESPACE)
+        substrate.cancel(handle)  # no such Job (404), then the login's drop fails
+    assert "was not dropped (OperationalError)" in caplog.text

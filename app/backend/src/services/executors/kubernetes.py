@@ -38,7 +38,8 @@ from kubernetes.client.exceptions import ApiException
 from pydantic import SecretStr
 
 from services.db.execution_logins import ExecutionLogin
-from services.execution.errors import SubstrateError
+from services.db.session import DatabaseError
+from services.execution.errors import ConfigError, SubstrateError
 from services.executors.base import Handle, SubstrateStatus
 from services.executors.pod_manifest import (
     DATABASE_URL,
@@ -218,15 +219,22 @@ class KubernetesSubstrate:
                 status, version = self._list(handle)  # our resourceVersion expired
             except urllib3.exceptions.HTTPError as exc:
                 raise _unreachable(exc, "watch", handle.ref) from exc
-        if version and not status.finished and status is not SubstrateStatus.UNKNOWN:
-            self._resume[handle.ref] = (status, version)
-        else:
+        if status.finished or status is SubstrateStatus.UNKNOWN:
             self._revoke(handle)  # the pod is done: its login goes (a relaunch issues anew)
+        elif version:
+            self._resume[handle.ref] = (status, version)
         return status
 
     def _revoke(self, handle: Handle) -> None:
-        if self._logins is not None:
+        """Drop the execution's login; a failure only leaves it to expire (the reaper drops
+        expired logins), it does not fail the supervision."""
+        if self._logins is None:
+            return
+        try:
             self._logins.revoke(handle.execution_id)
+        except (DatabaseError, ConfigError) as exc:
+            log.warning("kubernetes substrate: the login of %s was not dropped (%s); it "
+                        "expires with its deadline", handle.ref, type(exc).__name__)
 
     def cancel(self, handle: Handle) -> None:
         self._resume.pop(handle.ref, None)
