@@ -12,8 +12,10 @@ sees it only through the API: the Job watch and the pod list):
 * **Environment.** Exactly what the pod spec declares: ``value`` entries, and ``valueFrom.
   secretKeyRef`` resolved from Secrets created in the double (a missing optional key is left out;
   a missing required Secret or key leaves the container waiting in
-  ``CreateContainerConfigError``). On top only ``image_env``: what the image's ``ENV`` lines give
-  (``PATH``, the locale). Nothing of the test process's own environment leaks in.
+  ``CreateContainerConfigError``, retried every ``CONFIG_RETRY_INTERVAL_S`` for ``config_retry_s``
+  as a kubelet's pod syncs do, so a Secret created just after its Job is picked up). On top
+  only ``image_env``: what the image's ``ENV`` lines give (``PATH``, the locale). Nothing of
+  the test process's own environment leaks in.
 * **Volumes.** Each ``emptyDir`` is a fresh directory under ``root``. A container cannot mount
   it at its ``mountPath`` here, so paths are translated: the working directory and every
   environment value that is a mount path (or under one) are rewritten to the volume's directory.
@@ -35,6 +37,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -45,6 +48,7 @@ from services.executors.local import descendants
 from tests.support.kube_api import KubeApiServer
 
 _TIMESTAMP = "2026-01-01T00:00:00Z"
+CONFIG_RETRY_INTERVAL_S = 0.2
 
 
 @dataclass
@@ -70,13 +74,18 @@ class Kubelet:
     image_env: Mapping[str, str] = field(default_factory=dict)
     pods: dict[str, _Pod] = field(default_factory=dict)  # by Job name
     started: list[str] = field(default_factory=list)  # pod names, in order
+    # How long a container waiting for a Secret keeps being retried (a real kubelet retries at
+    # every sync of the pod, for as long as the pod exists).
+    config_retry_s: float = 30.0
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    _stopped: bool = False
 
     def start(self) -> Kubelet:
         self.api.job_listeners.append(self._on_job)
         return self
 
     def stop(self) -> None:
+        self._stopped = True
         if self._on_job in self.api.job_listeners:
             self.api.job_listeners.remove(self._on_job)
         with self._lock:
@@ -132,10 +141,14 @@ class Kubelet:
                 "message": f"pull access denied for {container['image']}: not found"}})
             return
         env = self._environment(namespace, container)
-        if isinstance(env, str):
+        retry_until = time.monotonic() + self.config_retry_s
+        while isinstance(env, str):
             self._report(pod, container, "Pending", {"waiting": {
                 "reason": "CreateContainerConfigError", "message": env}})
-            return
+            if pod.deleted or self._stopped or time.monotonic() > retry_until:
+                return
+            time.sleep(CONFIG_RETRY_INTERVAL_S)  # the pod's next sync: the Secret may exist now
+            env = self._environment(namespace, container)
         mounts = self._volumes(pod, spec, container)
         env = {key: _translate(value, mounts) for key, value in env.items()}
         argv = [*container.get("command", []), *container.get("args", [])]

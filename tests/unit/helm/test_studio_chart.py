@@ -189,12 +189,14 @@ def test_the_worker_builds_the_job_the_chart_expects(rendered: list[dict[str, An
     assert container["imagePullPolicy"] == workers["containers"][0]["imagePullPolicy"]
     assert spec.get("imagePullSecrets", []) == workers.get("imagePullSecrets", [])
     secrets = {v["valueFrom"]["secretKeyRef"]["name"] for v in container["env"] if "valueFrom" in v}
-    assert secrets == {data["STUDIO_KUBE_SECRET_NAME"]}
+    # the executor Secret, and the Job's own login Secret (executor.executionLogins)
+    assert secrets == {data["STUDIO_KUBE_SECRET_NAME"], "studio-exec-0123456789ab-login"}
     # the NetworkPolicy selects the executor pods
-    policy = one(rendered, "NetworkPolicy")["spec"]["podSelector"]["matchLabels"]
+    executor_policy = one(rendered, "NetworkPolicy", "-executor")
+    policy = executor_policy["spec"]["podSelector"]["matchLabels"]
     labels = job_labels("0123456789abcdef")
     assert policy.items() <= labels.items()
-    assert one(rendered, "NetworkPolicy")["spec"]["ingress"] == []
+    assert executor_policy["spec"]["ingress"] == []
 
 
 def test_production_executor_settings_reach_the_job() -> None:
@@ -224,7 +226,7 @@ def test_the_role_is_namespaced_and_narrow(rendered: list[dict[str, Any]]) -> No
     assert not [o for o in rendered if o["kind"] in ("ClusterRole", "ClusterRoleBinding")]
     assert role_grants(rendered) == {
         ("batch", "jobs", verb) for verb in ("create", "delete", "get", "list", "watch")
-    } | {("", "pods", "list")}
+    } | {("", "pods", "list"), ("", "secrets", "create")}  # the Jobs' login Secrets
     binding = one(rendered, "RoleBinding")
     assert [s["name"] for s in binding["subjects"]] == ["studio-worker"]
 

@@ -92,6 +92,10 @@ class StudioSettings(BaseSettings):
     # (services.repos.hosts).
     repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
     mcp_config: Path | None = None
+    # In an executor pod with an execution login (kube_execution_logins): the stored MCP servers
+    # its agent names, secrets decrypted by the worker that launched it (JSON of McpConfig); the
+    # pod can neither read mcp_servers nor decrypt it (no STUDIO_SECRET_KEY).
+    execution_mcp: SecretStr | None = None
     # STUDIO_MODEL_PRICES: JSON object of price overrides, USD per 1M tokens, e.g.
     # {"gpt-5.1": {"input": 1.0, "output": 8.0, "cached_input": 0.1}} (services.execution.pricing).
     model_prices: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)
@@ -151,6 +155,9 @@ class StudioSettings(BaseSettings):
     # The Secret the executor pod reads its credentials from (database URL, secret key, GitHub
     # token, provider keys), by secretKeyRef: its values never pass through the worker.
     kube_secret_name: str = "studio-executor-secrets"
+    # A per-execution PostgreSQL login for each Job (services.db.execution_logins): the pod gets
+    # its own database URL in a Secret of its Job, never STUDIO_DATABASE_URL nor STUDIO_SECRET_KEY.
+    kube_execution_logins: bool = False
     kube_cpu_request: str = "500m"
     kube_cpu_limit: str = "2"
     kube_memory_request: str = "1Gi"

@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import SecretStr
+from sqlalchemy import select
+from sqlalchemy.exc import ProgrammingError
 
 from services.db.models import Integration
 from services.db.session import Database
@@ -28,6 +30,7 @@ if TYPE_CHECKING:  # cryptography is loaded when a secret is encrypted or decryp
     from cryptography.fernet import Fernet
 
 GITHUB = "github"
+INSUFFICIENT_PRIVILEGE = "42501"  # SQLSTATE: a column this connection may not read
 Source = Literal["environment", "database", "default", "none"]
 
 
@@ -86,8 +89,27 @@ class IntegrationRepository:
                 row.token_encrypted = None
 
     def _row(self) -> Integration | None:
+        """The row without its token (see :meth:`_stored_token`)."""
         with self._db.session() as session:
-            return session.get(Integration, GITHUB)
+            row = session.execute(
+                select(Integration.kind, Integration.api_url, Integration.git_origins)
+                .where(Integration.kind == GITHUB)).first()
+        if row is None:
+            return None
+        return Integration(kind=row.kind, api_url=row.api_url, git_origins=row.git_origins)
+
+    def _stored_token(self) -> bytes | None:
+        """The encrypted token; ``None`` when there is none, or when this connection may not
+        read it: an executor pod's per-execution login (migration 0013) is refused the column
+        and gets the token, if its execution may have it, from its environment instead."""
+        try:
+            with self._db.session() as session:
+                return session.execute(select(Integration.token_encrypted)
+                                       .where(Integration.kind == GITHUB)).scalar()
+        except ProgrammingError as exc:
+            if getattr(exc.orig, "sqlstate", None) == INSUFFICIENT_PRIVILEGE:
+                return None
+            raise
 
     def _api_url(self, row: Integration | None) -> tuple[str, Source]:
         settings = self._settings
@@ -115,12 +137,13 @@ class IntegrationRepository:
     def _token(self, row: Integration | None) -> tuple[SecretStr | None, Source]:
         if self._settings.github_token is not None:
             return self._settings.github_token, "environment"
-        if row is None or row.token_encrypted is None:
+        encrypted = self._stored_token() if row is not None else None
+        if encrypted is None:
             return None, "none"
         from cryptography.fernet import InvalidToken
 
         try:
-            plain = fernet_for(self._settings.secret_key).decrypt(row.token_encrypted)
+            plain = fernet_for(self._settings.secret_key).decrypt(encrypted)
         except InvalidToken as exc:
             raise ConfigError(
                 "the stored GitHub token cannot be decrypted with this STUDIO_SECRET_KEY"
@@ -137,7 +160,7 @@ class IntegrationRepository:
         token_source: Source = "none"
         if self._settings.github_token is not None:
             token_source = "environment"
-        elif row is not None and row.token_encrypted is not None:
+        elif row is not None and self._stored_token() is not None:
             token_source = "database"
         origins = self.git_origins()
         return [{

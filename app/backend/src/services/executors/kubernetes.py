@@ -29,20 +29,27 @@ import json
 import logging
 import math
 import time
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 import urllib3
 from kubernetes import client, watch
 from kubernetes.client.exceptions import ApiException
+from pydantic import SecretStr
 
-from services.execution.errors import SubstrateError
+from services.db.execution_logins import ExecutionLogin
+from services.db.session import DatabaseError
+from services.execution.errors import ConfigError, SubstrateError
 from services.executors.base import Handle, SubstrateStatus
 from services.executors.pod_manifest import (
+    DATABASE_URL,
     EXECUTION_ID_LABEL,
     JobSettings,
     build_job,
     execution_selector,
     job_name,
+    login_secret,
+    login_secret_name,
 )
 
 log = logging.getLogger(__name__)
@@ -66,6 +73,18 @@ _IMAGE_PULL_REASONS = ("ErrImagePull", "ImagePullBackOff", "InvalidImageName",
                        "ErrImageNeverPull")
 
 
+# How long a login outlives its Job's deadline (scheduling, image pull, the last writes).
+LOGIN_SLACK_S = 900
+
+
+class LoginIssuer(Protocol):
+    """Per-execution database logins (:class:`services.db.execution_logins.ExecutionLogins`)."""
+
+    def issue(self, execution_id: str, valid_for_s: int) -> ExecutionLogin: ...
+
+    def revoke(self, execution_id: str) -> None: ...
+
+
 class KubernetesSubstrate:
     """Runs each execution as a Job in ``namespace``."""
 
@@ -77,8 +96,14 @@ class KubernetesSubstrate:
         job_settings: JobSettings | None = None,
         *,
         core_api: client.CoreV1Api | None = None,
+        logins: LoginIssuer | None = None,
+        handed: Mapping[str, SecretStr] | None = None,
     ) -> None:
         self._api = batch_api
+        self._logins = logins
+        # Secrets the worker resolved for this execution, handed in the login Secret too
+        # (the keys of ``job_settings.login_secret_keys``).
+        self._handed = dict(handed or {})
         self._core = core_api
         # Job name -> (status, resourceVersion) where the last wait stopped watching.
         self._resume: dict[str, tuple[SubstrateStatus, str | None]] = {}
@@ -121,9 +146,9 @@ class KubernetesSubstrate:
         return handle
 
     def _create(self, job: client.V1Job, name: str) -> bool:
-        """Create the Job; ``False`` when one of that name exists."""
+        """Create the Job (and its login Secret); ``False`` when one of that name exists."""
         try:
-            self._api.create_namespaced_job(self._namespace, job)
+            created = self._api.create_namespaced_job(self._namespace, job)
         except ApiException as exc:
             if exc.status != 409:
                 raise _api_error(exc, "create", name) from exc
@@ -131,7 +156,35 @@ class KubernetesSubstrate:
         except urllib3.exceptions.HTTPError as exc:
             raise _unreachable(exc, "create", name) from exc
         log.info("kubernetes substrate: created job %s", name)
+        if self._settings.login_secret:
+            try:
+                self._login_secret(created, name)
+            except Exception:
+                # a Job without its login would wait for its Secret until its deadline
+                self.cancel(Handle(self.name, _execution_of(created), name, self._namespace))
+                raise
         return True
+
+    def _login_secret(self, job: client.V1Job, name: str) -> None:
+        """The Job's own database login, in a Secret the Job owns (deleted with it); the pod
+        waits for it (a missing Secret keeps its container from starting)."""
+        execution_id = _execution_of(job)
+        if self._logins is None or self._core is None:
+            raise SubstrateError("execution logins need a login issuer and the core API",
+                                 details={"reason": "invalid", "job": name})
+        login = self._logins.issue(execution_id, self._settings.active_deadline_seconds
+                                   + LOGIN_SLACK_S)
+        secret_name = login_secret_name(execution_id)
+        try:
+            secret = login_secret(job, {DATABASE_URL: login.url, **self._handed})
+        except ValueError as exc:
+            raise SubstrateError(str(exc), details={"reason": "invalid", "job": name}) from exc
+        try:
+            self._core.create_namespaced_secret(self._namespace, secret)
+        except ApiException as exc:
+            raise _api_error(exc, "create secret", secret_name) from exc
+        except urllib3.exceptions.HTTPError as exc:
+            raise _unreachable(exc, "create secret", secret_name) from exc
 
     def status(self, handle: Handle) -> SubstrateStatus:
         try:
@@ -166,9 +219,22 @@ class KubernetesSubstrate:
                 status, version = self._list(handle)  # our resourceVersion expired
             except urllib3.exceptions.HTTPError as exc:
                 raise _unreachable(exc, "watch", handle.ref) from exc
-        if version and not status.finished and status is not SubstrateStatus.UNKNOWN:
+        if status.finished or status is SubstrateStatus.UNKNOWN:
+            self._revoke(handle)  # the pod is done: its login goes (a relaunch issues anew)
+        elif version:
             self._resume[handle.ref] = (status, version)
         return status
+
+    def _revoke(self, handle: Handle) -> None:
+        """Drop the execution's login; a failure only leaves it to expire (the reaper drops
+        expired logins), it does not fail the supervision."""
+        if self._logins is None:
+            return
+        try:
+            self._logins.revoke(handle.execution_id)
+        except (DatabaseError, ConfigError) as exc:
+            log.warning("kubernetes substrate: the login of %s was not dropped (%s); it "
+                        "expires with its deadline", handle.ref, type(exc).__name__)
 
     def cancel(self, handle: Handle) -> None:
         self._resume.pop(handle.ref, None)
@@ -179,11 +245,13 @@ class KubernetesSubstrate:
             )
         except ApiException as exc:
             if exc.status == 404:
+                self._revoke(handle)
                 return  # already gone: cancelling is idempotent
             raise _api_error(exc, "delete", handle.ref) from exc
         except urllib3.exceptions.HTTPError as exc:
             raise _unreachable(exc, "delete", handle.ref) from exc
         log.info("kubernetes substrate: job %s deleted (cancel)", handle.ref)
+        self._revoke(handle)
 
     def _ns(self, handle: Handle) -> str:
         return handle.namespace or self._namespace
@@ -271,6 +339,11 @@ class KubernetesSubstrate:
         finally:
             events.close()  # releases the streaming connection
         return status, version
+
+
+def _execution_of(job: client.V1Job) -> str:
+    labels = (job.metadata.labels if job.metadata is not None else None) or {}
+    return str(labels.get(EXECUTION_ID_LABEL, ""))
 
 
 def job_status(job: client.V1Job) -> SubstrateStatus:

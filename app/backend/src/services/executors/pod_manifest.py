@@ -11,6 +11,7 @@ never holds a secret value, so it can be logged, stored and diffed.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import re
 from collections.abc import Mapping
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from kubernetes import client
+from pydantic import SecretStr
 
 EXECUTOR_NAME = "studio-executor"
 EXECUTION_ID_LABEL = "studio.dev/execution-id"
@@ -42,6 +44,11 @@ class SecretEnv:
     optional: bool = False
     key: str | None = None
 
+
+DATABASE_URL = "STUDIO_DATABASE_URL"
+# What a pod with its own login never gets: the deployment's database URL and the key that
+# decrypts every stored secret.
+MASTER_SECRETS = frozenset({DATABASE_URL, "STUDIO_SECRET_KEY"})
 
 DEFAULT_SECRET_ENV: tuple[SecretEnv, ...] = (
     SecretEnv("STUDIO_DATABASE_URL"),
@@ -120,6 +127,12 @@ class JobSettings:
     # Cloud auth (services.executors.cloud_env): credential files and a web identity token.
     secret_files: tuple[SecretFile, ...] = ()
     web_identity: WebIdentityToken | None = None
+    # The pod reads STUDIO_DATABASE_URL from its own login Secret (:func:`login_secret_name`),
+    # made by the worker with a per-execution database login; never the deployment's.
+    login_secret: bool = False
+    # Further keys of that Secret, read under their own names (the GitHub token the worker
+    # resolved for this execution); the executor Secret's key of the same name is not read.
+    login_secret_keys: tuple[str, ...] = ()
 
 
 def job_name(execution_id: str) -> str:
@@ -132,6 +145,11 @@ def job_name(execution_id: str) -> str:
     if len(compact) < SHORT_ID_LENGTH:
         compact = hashlib.sha256(execution_id.encode()).hexdigest()
     return JOB_NAME_PREFIX + compact[:SHORT_ID_LENGTH]
+
+
+def login_secret_name(execution_id: str) -> str:
+    """The Secret holding the Job's own database URL (``<job name>-login``)."""
+    return job_name(execution_id) + "-login"
 
 
 def job_labels(execution_id: str) -> dict[str, str]:
@@ -172,6 +190,25 @@ def build_job(
             ),
         ),
     )
+
+
+def login_secret(job: client.V1Job, values: Mapping[str, SecretStr]) -> client.V1Secret:
+    """The Secret of a created ``job``'s own login (``values``: STUDIO_DATABASE_URL, and the
+    secrets the worker hands on), owned by the Job so that it goes when the Job goes. It holds
+    secret values: it is sent to the API server and never logged."""
+    metadata = job.metadata
+    if metadata is None or not metadata.uid or not metadata.name:
+        raise ValueError("a login Secret needs the created Job (its name and uid)")
+    labels = dict(metadata.labels or {})
+    data = {key: base64.b64encode(value.get_secret_value().encode()).decode()
+            for key, value in values.items()}
+    return client.V1Secret(
+        api_version="v1", kind="Secret", type="Opaque", data=data,
+        metadata=client.V1ObjectMeta(
+            name=metadata.name + "-login", namespace=metadata.namespace, labels=labels,
+            owner_references=[client.V1OwnerReference(
+                api_version="batch/v1", kind="Job", name=metadata.name, uid=metadata.uid,
+                block_owner_deletion=True)]))
 
 
 def job_to_dict(job: client.V1Job) -> dict[str, Any]:
@@ -222,7 +259,7 @@ def _container(execution_id: str, image: str, settings: JobSettings) -> client.V
         image_pull_policy=settings.image_pull_policy,
         command=["studio", "execute", execution_id],
         working_dir=WORKSPACE_DIR,
-        env=_env(settings),
+        env=_env(execution_id, settings),
         resources=client.V1ResourceRequirements(
             requests={
                 "cpu": settings.cpu_request,
@@ -251,7 +288,7 @@ def _container(execution_id: str, image: str, settings: JobSettings) -> client.V
     )
 
 
-def _env(settings: JobSettings) -> list[client.V1EnvVar]:
+def _env(execution_id: str, settings: JobSettings) -> list[client.V1EnvVar]:
     plain = {
         "STUDIO_WORKSPACE_DIR": WORKSPACE_DIR,
         "STUDIO_SANDBOX": settings.sandbox_mode,
@@ -266,6 +303,9 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         plain["AWS_WEB_IDENTITY_TOKEN_FILE"] = WEB_IDENTITY_TOKEN_PATH
     variables = [client.V1EnvVar(name=name, value=value) for name, value in plain.items()]
     for secret in settings.secret_env:
+        if settings.login_secret and (secret.name in MASTER_SECRETS
+                                      or secret.name in settings.login_secret_keys):
+            continue  # the pod's own login Secret replaces them
         selector = client.V1SecretKeySelector(
             name=settings.secret_name,
             key=secret.key or secret.name,
@@ -273,6 +313,11 @@ def _env(settings: JobSettings) -> list[client.V1EnvVar]:
         )
         source = client.V1EnvVarSource(secret_key_ref=selector)
         variables.append(client.V1EnvVar(name=secret.name, value_from=source))
+    if settings.login_secret:
+        for name in (DATABASE_URL, *settings.login_secret_keys):
+            selector = client.V1SecretKeySelector(name=login_secret_name(execution_id), key=name)
+            variables.append(client.V1EnvVar(
+                name=name, value_from=client.V1EnvVarSource(secret_key_ref=selector)))
     return variables
 
 

@@ -17,11 +17,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from kubernetes import client, config
 from kubernetes.config.config_exception import ConfigException
+from pydantic import SecretStr
 
+from services.db.execution_logins import ExecutionLogins
+from services.db.integrations import IntegrationRepository
+from services.db.session import resolve_url
 from services.execution.errors import ConfigError
 from services.executors.base import Substrate
 from services.executors.cloud_env import pod_auth
@@ -108,6 +113,7 @@ def job_settings(settings: StudioSettings, *, github_token: bool = True,
         image_pull_secrets=tuple(settings.kube_image_pull_secrets),
         node_selector=dict(settings.kube_node_selector),
         tolerations=tuple(settings.kube_tolerations),
+        login_secret=settings.kube_execution_logins,
     )
 
 
@@ -146,22 +152,41 @@ def kube_api_client(settings: StudioSettings) -> client.ApiClient:
 
 
 def kubernetes_substrate(settings: StudioSettings, *, github_token: bool = True,
-                         environment: Mapping[str, str] | None = None) -> KubernetesSubstrate:
+                         environment: Mapping[str, str] | None = None,
+                         handed: Mapping[str, SecretStr] | None = None) -> KubernetesSubstrate:
+    """The substrate; with ``kube_execution_logins``, each Job gets its own database login and
+    ``handed`` (secrets its worker decrypted for it) in its login Secret."""
     api = kube_api_client(settings)
+    logins, secrets = None, dict(handed or {})
+    job = job_settings(settings, github_token=github_token, environment=environment)
+    if settings.kube_execution_logins:
+        logins = ExecutionLogins.for_url(resolve_url(settings))
+        # the pod cannot decrypt the stored token (no STUDIO_SECRET_KEY, no read of the
+        # column): the worker hands it the token it resolved, when the execution may have it
+        token = IntegrationRepository(logins.db, settings).github().token if github_token \
+            else None
+        if token is not None:
+            secrets[GITHUB_TOKEN_VARIABLE] = token
+        job = replace(job, login_secret_keys=tuple(sorted(secrets)))
+    else:
+        secrets = {}  # nothing is handed without a login Secret to carry it
     return KubernetesSubstrate(
         client.BatchV1Api(api),
         kube_namespace(settings),
         settings.kube_image or "",
-        job_settings(settings, github_token=github_token, environment=environment),
+        job,
         core_api=client.CoreV1Api(api),
+        logins=logins,
+        handed=secrets,
     )
 
 
 def build_substrate(settings: StudioSettings, environment: Mapping[str, str], *,
-                    github_token: bool = True) -> Substrate:
+                    github_token: bool = True,
+                    handed: Mapping[str, SecretStr] | None = None) -> Substrate:
     """The substrate ``STUDIO_EXECUTOR`` names (``environment``: what a local child inherits;
     ``github_token``: whether a Kubernetes pod gets the GitHub token)."""
     if settings.executor is ExecutorKind.KUBERNETES:
         return kubernetes_substrate(settings, github_token=github_token,
-                                    environment=environment)
+                                    environment=environment, handed=handed)
     return LocalSubstrate(env=executor_environment(environment))

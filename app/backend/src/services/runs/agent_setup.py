@@ -16,9 +16,12 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+from pydantic import SecretStr
 
 from services.db.mcp_servers import McpServerRepository, secret_values
 from services.db.redaction import Redactor
@@ -26,7 +29,7 @@ from services.db.session import Database
 from services.execution.agent_profile import AgentProfile, ModelChoice
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.fallback import Engine, ModelFallback, resume_position
-from services.execution.mcp.config import McpConfig, load_mcp_config
+from services.execution.mcp.config import McpConfig, load_mcp_config, parse_mcp_config
 from services.settings import StudioSettings
 
 
@@ -48,10 +51,28 @@ def stored_mcp(db: Database, settings: StudioSettings, profile: AgentProfile,
     """The stored servers the agent names, decrypted; their secrets join ``redactor``."""
     if not profile.mcp_servers:
         return None
-    config = McpServerRepository(db, settings).resolve(profile.mcp_servers)
+    if settings.execution_mcp is not None:  # handed by the worker: an executor pod's login
+        config = handed_mcp(settings.execution_mcp, profile.mcp_servers)
+    else:
+        config = McpServerRepository(db, settings).resolve(profile.mcp_servers)
     for value in secret_values(config):
         redactor.add(value)
     return config
+
+
+def handed_mcp(handed: SecretStr, names: Sequence[str]) -> McpConfig:
+    """The named servers out of the configuration the worker handed the pod
+    (``STUDIO_EXECUTION_MCP``); ``unknown_mcp_server`` for a name it does not hold."""
+    try:
+        data = json.loads(handed.get_secret_value())
+    except ValueError:
+        raise ConfigError("STUDIO_EXECUTION_MCP is not JSON") from None
+    config = parse_mcp_config(data, source="STUDIO_EXECUTION_MCP")
+    missing = [name for name in names if name not in config.servers]
+    if missing:
+        raise ConfigError(f"MCP server {missing[0]!r} is not stored",
+                          code=ErrorCode.UNKNOWN_MCP_SERVER, details={"name": missing[0]})
+    return McpConfig(servers={name: config.servers[name] for name in names})
 
 
 def agent_mcp_config(settings: StudioSettings, stored: McpConfig | None) -> McpConfig | None:

@@ -35,12 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from services.db.base import utcnow
+from services.db.execution_logins import drop_expired_logins
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.leases import LeaseStore
 from services.db.retention import prune_finished
 from services.db.runtime_settings import SettingsRepository
-from services.db.session import Database
+from services.db.session import Database, DatabaseError
 from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
@@ -134,6 +135,18 @@ def reap_retention(db: Database, settings: StudioSettings) -> int:
     return pruned
 
 
+def reap_logins(db: Database, settings: StudioSettings) -> int:
+    """Drop the per-execution database logins past their ``VALID UNTIL`` (a worker that died
+    before its Job ended left them; they can no longer log in, but stay listed); how many."""
+    if not settings.kube_execution_logins or db.dialect != "postgresql":
+        return 0
+    try:
+        return drop_expired_logins(db)
+    except DatabaseError as exc:  # no CREATEROLE here: the logins expire all the same
+        log.warning("reaper: expired execution logins not dropped: %s", type(exc).__name__)
+        return 0
+
+
 def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
          dispatch_node: NodeRedispatch | None = None) -> list[str]:
     """One full pass: re-dispatch expired and unclaimed executions, those the kill switch
@@ -147,4 +160,5 @@ def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
                                    "queued_timeout_s"))))
     reap_workspaces(db, settings)
     reap_retention(db, settings)
+    reap_logins(db, settings)
     return reaped

@@ -30,6 +30,7 @@ from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 from services.telemetry import tracing
+from services.worker.handed import handed_secrets
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +49,8 @@ def run_child(execution_id: str) -> SubstrateStatus:
                     or _on_integration_origin(settings, execution_id))
     # the child (a process, a pod) continues this task's trace: TRACEPARENT in its environment
     substrate = build_substrate(settings, {**process_environment(), **tracing.environment()},
-                                github_token=github_token)
+                                github_token=github_token,
+                                handed=handed_secrets(settings, execution_id))
     handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
         return _supervise_job(substrate, handle)
