@@ -138,6 +138,7 @@ def test_parent_secrets_are_not_in_the_environment(
         "OPENAI_API_KEY": f"sk-secret-{uuid.uuid4().hex}",
         "STUDIO_GITHUB_TOKEN": f"ghp_{uuid.uuid4().hex}",
         "STUDIO_DATABASE_URL": f"postgresql://studio:{uuid.uuid4().hex}@db/studio",
+        "STUDIO_SECRET_KEY": f"secret-key-{uuid.uuid4().hex}",
     }
     for name, value in secrets.items():
         monkeypatch.setenv(name, value)

@@ -251,6 +251,8 @@ def test_setup_commands_see_no_secret_and_only_the_proxy(
     key = "sk-setupPhaseSECRET0123456789"
     monkeypatch.setenv("OPENAI_API_KEY", key)
     monkeypatch.setenv("STUDIO_GITHUB_TOKEN", TOKEN)
+    secret_key = "setup-phase-secret-key-0123456789abcdef"
+    monkeypatch.setenv("STUDIO_SECRET_KEY", secret_key)
     look = ("env; tr '\\0' '\\n' < /proc/1/environ; ls -a /run/studio-egress; "
             "ls / ; git config --list --show-origin || true")
     with repo_world(tmp_path, PROJECT) as world:
@@ -262,6 +264,7 @@ def test_setup_commands_see_no_secret_and_only_the_proxy(
         streamed = "".join(d["text"] for k, d in events if k == "setup" and d["status"] == "output")
         assert "HTTPS_PROXY=" in streamed and key not in streamed and TOKEN not in streamed
         assert key not in output and TOKEN not in output and world.db_url not in output
+        assert secret_key not in output and secret_key not in streamed
         assert "HTTPS_PROXY=http://127.0.0.1:3128" in output
         assert "PIP_CACHE_DIR=/run/studio-cache/pip" in output
         assert "proxy.sock" in output and "relay.py" in output
