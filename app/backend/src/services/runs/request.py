@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.composition import DEFAULT_MODELS
 from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.pr_ledger import DbPullRequestLedger
@@ -31,6 +30,7 @@ from services.db.session import Database
 from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
+from services.execution.providers.profiles import model_or_default
 from services.repos.access import check_new_execution, repository_access
 from services.repos.integration_store import IntegrationStore
 from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
@@ -131,7 +131,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
     snapshot.update(agent_snapshot(db, settings, request.profile))
     return ExecutionRepository(db, redactor).create(
         provider=request.provider,
-        model=request.model or DEFAULT_MODELS.get(request.provider, ""),
+        model=model_or_default(request.provider, request.model),
         prompt=request.prompt, repo_url=request.repo_url,
         base_branch=request.base_branch if repository else None,
         workspace=str(request.workspace) if request.workspace is not None else None,
