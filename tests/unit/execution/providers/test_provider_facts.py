@@ -95,7 +95,7 @@ def test_the_auth_maps_read_each_profiles_setting(monkeypatch: pytest.MonkeyPatc
 
 
 def test_the_legacy_clis_are_the_profiles_legacy_providers() -> None:
-    assert LEGACY_PROVIDERS == tuple(n for n, p in PROFILES.items() if p.legacy_cli)
+    assert tuple(n for n, p in PROFILES.items() if p.legacy_cli) == LEGACY_PROVIDERS
     assert set(legacy_runtime.LEGACY_CLIS) == set(LEGACY_PROVIDERS)
     assert set(legacy_capabilities.LEGACY_CLIS) == set(LEGACY_PROVIDERS)
     assert legacy_runtime.legacy_refusal is legacy_refusal

@@ -60,7 +60,6 @@ from services.runs.mcp_confinement import confinement, report_failures
 from services.settings import (
     StudioSettings,
     capture_message_content,
-    get_settings,
     mcp_base_environment,
 )
 
@@ -280,9 +279,9 @@ def execution_sandbox(ctx: ToolDomainContext, sink: EventSink,
 class RedactingSink:
     """Hands events on with every known secret replaced (live output is a log too)."""
 
-    def __init__(self, sink: EventSink, redactor: Redactor | None = None) -> None:
+    def __init__(self, sink: EventSink, redactor: Redactor) -> None:
         self.sink = sink
-        self.redactor = redactor or Redactor.from_settings(get_settings())
+        self.redactor = redactor
 
     def emit(self, event: AgentEvent) -> None:
         self.sink.emit(replace(event, data=self.redactor.data(dict(event.data))))
