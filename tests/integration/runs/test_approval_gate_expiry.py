@@ -57,7 +57,7 @@ def test_a_gate_denies_its_own_expired_approval(
         script={"turns": [{"final": DONE}]}, approval_policy={"command.run": "require"}),
         Redactor(), settings=settings)
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=3600)
+                          timeout_s=3600, redactor=settings_redactor())
     first = gate.review(CALL)
     assert first.action is GateAction.PAUSE and first.approval_id
     assert gate.review(CALL).action is GateAction.PAUSE  # the control: not expired, waits
@@ -84,7 +84,7 @@ def test_a_person_deciding_after_expiry_gets_approval_expired_in_one_statement(
         script={"turns": [{"final": DONE}]}, approval_policy={"command.run": "require"}),
         Redactor(), settings=settings)
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=3600)
+                          timeout_s=3600, redactor=settings_redactor())
     approval_id = gate.review(CALL).approval_id
     assert approval_id
     with db.session() as session:

@@ -241,7 +241,7 @@ def test_a_new_session_gets_the_decision_made_for_the_same_call_once(
     db, settings = database
     execution_id = _create(db, settings, world, {"command.run": "require"})
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=60)
+                          timeout_s=60, redactor=settings_redactor())
 
     def call(call_id: str) -> ToolCall:
         return ToolCall(call_id=call_id, tool_name="command_run", domain="command",
