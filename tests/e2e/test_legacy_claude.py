@@ -34,6 +34,7 @@ from tests.e2e.legacy_hostile import hostile_files
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 API_KEY = "sk-legacy-PROVIDERKEY-7d3e1b90"
 MODEL = "claude-sonnet-4-5"
@@ -131,7 +132,7 @@ def test_cutover_off_runs_claude_code_confined_and_the_harness_finalizes(
 
     db = world.database()
     try:
-        repo = ExecutionRepository(db)
+        repo = ExecutionRepository(db, settings_redactor())
         row = repo.get(summary["execution_id"])
         assert row is not None
         events = repo.events(summary["execution_id"])

@@ -30,6 +30,7 @@ from tests.e2e.legacy_hostile import hostile_files
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 API_KEY = "sk-legacy-gemini-KEY-9b0d44"
 MODEL = "gemini-2.5-pro"
@@ -109,7 +110,7 @@ def test_cutover_off_runs_gemini_confined_and_the_harness_finalizes(
 
     db = world.database()
     try:
-        repo = ExecutionRepository(db)
+        repo = ExecutionRepository(db, settings_redactor())
         row = repo.get(summary["execution_id"])
         events = repo.events(summary["execution_id"])
     finally:

@@ -28,6 +28,7 @@ from tests.conftest import IN_CI
 from tests.integration.repo_env import DONE, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, Usage, hang, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 API_KEY = "sk-legacy-guards-KEY-55aa"
 
@@ -204,7 +205,7 @@ def test_cancel_mid_run_kills_the_claude_cli_process_group(
             time.sleep(0.05)
         db = world.database()
         try:
-            repo = ExecutionRepository(db)
+            repo = ExecutionRepository(db, settings_redactor())
             for row in repo.list(status="running"):
                 repo.request_cancel(row.id)
         finally:

@@ -29,6 +29,7 @@ from services.settings import get_settings
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, last_json, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 PROVIDERS = ("codex", "gemini", "claude", "replay")
 API_KEY = "sk-e2e-PROVIDERKEY-4f1c9a7e2b"
@@ -135,7 +136,7 @@ def test_clone_edit_test_commit_push_pr(provider: str, world: RepoWorld, tmp_pat
 
     db = world.database()
     try:
-        repo = ExecutionRepository(db)
+        repo = ExecutionRepository(db, settings_redactor())
         results = [e.data["envelope"] for e in repo.events(summary["execution_id"])
                    if e.kind == "tool_result"]
         assert [r["ok"] for r in results] == [True] * len(CALLS)

@@ -44,6 +44,7 @@ from tests.integration.databases import (
     drop_pg_database,
 )
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, repo_world
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 FINAL = ("succeeded", "failed", "cancelled", "stalled")
@@ -150,7 +151,7 @@ def chaos_world(root: Path, broker: Broker) -> Iterator[Chaos]:
 
 
 def rows(db: Database, ids: list[str]) -> dict[str, NodeExecution]:
-    repo = ExecutionRepository(db)
+    repo = ExecutionRepository(db, settings_redactor())
     found = {i: repo.get(i) for i in ids}
     return {i: r for i, r in found.items() if r is not None}
 

@@ -19,6 +19,7 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from tests.integration.api.helpers import create, read_all, slow_script, wait_final
 from tests.integration.api.server import CORS_ORIGIN, ApiServer
+from tests.support.redaction import settings_redactor
 
 ERROR_KEYS = {"code", "message", "details", "retryable", "request_id", "correlation_id"}
 
@@ -121,7 +122,7 @@ def one_row_per_status(api: ApiServer) -> dict[str, str]:
     one in every status on demand): its id by status."""
     db = Database(create_db_engine(api.db_url))
     try:
-        executions = ExecutionRepository(db)
+        executions = ExecutionRepository(db, settings_redactor())
         planted = {}
         for status in ExecutionStatus:
             execution_id = executions.create(provider="replay", model="replay",

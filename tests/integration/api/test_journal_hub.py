@@ -22,6 +22,7 @@ from services.db.redaction import Redactor
 from services.db.session import Database, open_database
 from services.execution.ports import AgentEvent, AgentEventKind
 from services.runs.request import ExecutionRequest, create_execution
+from tests.support.redaction import settings_redactor
 from tests.support.settings import sqlite_settings
 
 FOLLOWERS = 40
@@ -49,7 +50,7 @@ def _batch(db: Database, execution_id: str, count: int) -> None:
 
 
 def _write(db: Database, execution_id: str) -> None:
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     for index in range(EVENTS):
         if index % 10 == 5:
             _batch(db, execution_id, 4)
@@ -57,7 +58,8 @@ def _write(db: Database, execution_id: str) -> None:
             sink.emit(AgentEvent(AgentEventKind.WARNING, execution_id, index,
                                  {"message": f"event {index}"}))
         time.sleep(0.02)
-    ExecutionRepository(db).finish(execution_id, status="succeeded", outcome="completed")
+    ExecutionRepository(db, settings_redactor()).finish(execution_id, status="succeeded",
+                                                        outcome="completed")
 
 
 def _ids_and_kinds(texts: list[str]) -> list[tuple[int, str]]:

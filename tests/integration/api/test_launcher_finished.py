@@ -12,10 +12,11 @@ from services.db.session import Database
 from services.db.status import ExecutionStatus
 from services.execution.ports import AgentEvent, AgentEventKind
 from tests.integration.db.helpers import new_execution
+from tests.support.redaction import settings_redactor
 
 
 def _journal(db: Database, execution_id: str, kinds: list[AgentEventKind]) -> None:
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     for kind in kinds:
         sink.append(AgentEvent(kind, execution_id, 0, {"step": "push"}))
 
@@ -28,7 +29,8 @@ def test_finalize_steps_after_finished_do_not_get_a_second_finished(db: Database
     execution_id = new_execution(db)
     steps = [AgentEventKind.STARTED, AgentEventKind.FINISHED, *[AgentEventKind.FINALIZE] * 3]
     _journal(db, execution_id, steps)
-    ExecutionRepository(db).finish(execution_id, status=ExecutionStatus.SUCCEEDED,
+    ExecutionRepository(db, settings_redactor()).finish(execution_id,
+                                                        status=ExecutionStatus.SUCCEEDED,
                                    outcome="finished")
     _ensure_finished_event(db, execution_id)
     assert _kinds(db, execution_id) == [s.value for s in steps]
@@ -37,7 +39,8 @@ def test_finalize_steps_after_finished_do_not_get_a_second_finished(db: Database
 def test_a_journal_without_finished_gets_one(db: Database) -> None:
     execution_id = new_execution(db)
     _journal(db, execution_id, [AgentEventKind.STARTED, AgentEventKind.FINALIZE])
-    ExecutionRepository(db).finish(execution_id, status=ExecutionStatus.FAILED, outcome="error")
+    ExecutionRepository(db, settings_redactor()).finish(execution_id, status=ExecutionStatus.FAILED,
+                                                        outcome="error")
     _ensure_finished_event(db, execution_id)
     assert _kinds(db, execution_id)[-1] == "finished"
     _ensure_finished_event(db, execution_id)  # once

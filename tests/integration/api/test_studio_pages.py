@@ -38,6 +38,7 @@ from tests.integration.api.helpers import create, wait_final
 from tests.integration.api.server import ApiServer, running_api
 from tests.integration.celery_fixtures import claimed_broker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
+from tests.support.redaction import settings_redactor
 
 FAILING_TEST = "echo 'FAILED test_widgets: expected 3, got 2'; echo 'AssertionError' >&2; exit 1"
 
@@ -499,7 +500,8 @@ def test_a_model_fallback_is_shown_on_the_run_page_as_text(
     wait_final(studio, execution_id)
     db = Database(create_db_engine(studio.db_url))
     try:
-        DbEventSink(db).emit(AgentEvent(AgentEventKind.MODEL_FALLBACK, execution_id, 2, {
+        DbEventSink(db, settings_redactor()).emit(AgentEvent(AgentEventKind.MODEL_FALLBACK,
+                                                             execution_id, 2, {
             "from": {"provider": "codex", "model": HOSTILE},
             "to": {"provider": "gemini", "model": "gemini-2.5-pro"},
             "reason": {"code": "provider_unavailable", "message": HOSTILE},

@@ -10,12 +10,13 @@ from services.db.base import Base
 from services.db.executions import ExecutionRepository
 from services.db.models import ExecutionEvent
 from services.db.session import Database
+from tests.support.redaction import settings_redactor
 
 
 def new_execution(db: Database, **values: Any) -> str:
     fields: dict[str, Any] = {"provider": "replay", "model": "scripted", "prompt": "do it"}
     fields.update(values)
-    return ExecutionRepository(db).create(**fields)
+    return ExecutionRepository(db, settings_redactor()).create(**fields)
 
 
 def seqs(db: Database, execution_id: str) -> list[int]:

@@ -13,6 +13,7 @@ from services.db.redaction import REDACTED, Redactor
 from services.db.session import Database
 from services.execution.ports import AgentEvent, AgentEventKind
 from tests.integration.db.helpers import new_execution
+from tests.support.redaction import settings_redactor
 
 TOKEN = "ghp_" + "Q7f3kZ9xLm2Pq8Rt5Vw1Ys4Ub6Nc0Hd7Je3"
 BIG = "".join(f"line {n}: é ü {n * 7919 % 1000}\n" for n in range(20_000))  # ~600 KB
@@ -34,7 +35,7 @@ def _stored_bytes(db: Database, execution_id: str) -> dict[str, int]:
 
 def test_a_large_argument_is_stored_once_and_read_back_whole(db: Database) -> None:
     execution_id = new_execution(db)
-    sink = DbEventSink(db, buffered=True)
+    sink = DbEventSink(db, settings_redactor(), buffered=True)
     call = {"call_id": "c1", "tool_name": "workspace_write_file", "domain": "workspace",
             "operation": "write_file", "args": {"path": "big.txt", "content": BIG}}
     envelope = {"ok": True, "call_id": "c1", "tool_name": "workspace_write_file",
@@ -58,7 +59,7 @@ def test_a_large_argument_is_stored_once_and_read_back_whole(db: Database) -> No
     assert events[2].data == {"call": call, "envelope": envelope}
     (record,) = ExecutionRepository(db).tool_calls(execution_id)
     assert record.args == call["args"] and record.envelope == envelope
-    assert DbIdempotencyStore(db).get(execution_id, "c1") == envelope
+    assert DbIdempotencyStore(db, settings_redactor()).get(execution_id, "c1") == envelope
 
 
 def test_strings_below_the_threshold_and_lookalike_dicts_are_kept_as_they_are(
@@ -67,7 +68,8 @@ def test_strings_below_the_threshold_and_lookalike_dicts_are_kept_as_they_are(
     small = "x" * (MIN_BLOB_BYTES // 4 - 1)
     lookalikes = {"a": {BLOB_KEY: "0" * 64, "size": 3}, "b": {LITERAL_KEY: {"c": 1}},
                   "c": {LITERAL_KEY: 5, "d": [BIG[:MIN_BLOB_BYTES]]}, "small": small}
-    DbEventSink(db).emit(AgentEvent(AgentEventKind.WARNING, execution_id, 0, lookalikes))
+    DbEventSink(db, settings_redactor()).emit(AgentEvent(AgentEventKind.WARNING, execution_id, 0,
+                                                         lookalikes))
     (event,) = ExecutionRepository(db).events(execution_id)
     assert event.data == lookalikes
     assert _stored_bytes(db, execution_id)["blobs"] == 1

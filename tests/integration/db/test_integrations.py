@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from services.db.integrations import IntegrationRepository
 from services.db.models import Integration
 from services.db.session import Database
 from services.execution.errors import ConfigError
+from services.repos.integration_store import IntegrationStore
 from services.settings import StudioSettings
 from tests.integration.databases import url_of
 from tests.integration.db.cli_helpers import studio
@@ -47,7 +47,7 @@ def _stored_text(db: Database, tmp_path: Path) -> str:
 
 
 def test_token_round_trips_but_is_not_stored_in_plaintext(db: Database, tmp_path: Path) -> None:
-    repo = IntegrationRepository(db, _settings())
+    repo = IntegrationStore(db, _settings())
     repo.set_github(api_url="https://ghe.example.test/api/v3", token=SecretStr(TOKEN))
     github = repo.github()
     assert github.token is not None and github.token.get_secret_value() == TOKEN
@@ -64,21 +64,21 @@ def test_token_round_trips_but_is_not_stored_in_plaintext(db: Database, tmp_path
 
 def test_refuses_to_store_without_a_key_and_with_a_wrong_key(db: Database) -> None:
     with pytest.raises(ConfigError, match="STUDIO_SECRET_KEY"):
-        IntegrationRepository(db, StudioSettings()).set_github(api_url=None,
+        IntegrationStore(db, StudioSettings()).set_github(api_url=None,
                                                                token=SecretStr(TOKEN))
-    IntegrationRepository(db, _settings()).set_github(api_url=None, token=SecretStr(TOKEN))
+    IntegrationStore(db, _settings()).set_github(api_url=None, token=SecretStr(TOKEN))
     wrong = StudioSettings(secret_key=SecretStr("another-key-entirely-000000"))
     with pytest.raises(ConfigError, match="cannot be decrypted"):
-        IntegrationRepository(db, wrong).github()
-    assert IntegrationRepository(db, wrong).describe()[0]["token_set"] is True
+        IntegrationStore(db, wrong).github()
+    assert IntegrationStore(db, wrong).describe()[0]["token_set"] is True
 
 
 def test_environment_wins(db: Database) -> None:
-    IntegrationRepository(db, _settings()).set_github(api_url="https://db.example.test",
+    IntegrationStore(db, _settings()).set_github(api_url="https://db.example.test",
                                                       token=SecretStr(TOKEN))
     settings = _settings(github_token=SecretStr("ghp_fromtheenvironment000000000000"),
                          github_api_url="https://env.example.test")
-    github = IntegrationRepository(db, settings).github()
+    github = IntegrationStore(db, settings).github()
     assert (github.api_url, github.api_url_source, github.token_source) == \
         ("https://env.example.test", "environment", "environment")
 
@@ -92,7 +92,7 @@ def test_cli_reads_the_token_from_stdin_and_never_prints_it(sqlite_db: Database)
     assert json.loads(shown.stdout)[0]["token_set"] is True
     for output in (done.stdout, done.stderr, shown.stdout, shown.stderr):
         assert TOKEN not in output
-    github = IntegrationRepository(sqlite_db, _settings()).github()
+    github = IntegrationStore(sqlite_db, _settings()).github()
     assert github.token is not None and github.token.get_secret_value() == TOKEN
     refused = studio(url, "integrations", "set", "github", "--token-stdin", stdin=TOKEN + "\n")
     assert refused.returncode == 2 and "STUDIO_SECRET_KEY" in refused.stderr
@@ -100,7 +100,7 @@ def test_cli_reads_the_token_from_stdin_and_never_prints_it(sqlite_db: Database)
 
 def test_git_origins_come_from_the_environment_then_the_database_then_the_api_url(
         db: Database) -> None:
-    repository = IntegrationRepository(db, _settings())
+    repository = IntegrationStore(db, _settings())
     assert repository.git_origins().origins == {"https://github.com"}
     repository.set_github(api_url="https://ghe.example.test/api/v3", token=None)
     assert repository.git_origins().origins == {"https://ghe.example.test"}
@@ -109,7 +109,7 @@ def test_git_origins_come_from_the_environment_then_the_database_then_the_api_ur
     stored = repository.git_origins()
     assert (stored.origins, stored.source) == (
         {"https://git.example.test", "http://127.0.0.1:9"}, "database")
-    from_env = IntegrationRepository(db, _settings(github_git_origins=["https://env.example"]))
+    from_env = IntegrationStore(db, _settings(github_git_origins=["https://env.example"]))
     assert from_env.git_origins().origins == {"https://env.example"}
     repository.set_github(api_url=None, token=None, git_origins=[])
     assert repository.git_origins().source == "api_url"

@@ -18,6 +18,7 @@ from services.execution.ports import AgentEvent, AgentEventKind
 from tests.integration.databases import url_of
 from tests.integration.db.helpers import all_rows_text, new_execution, seqs
 from tests.integration.db.workers import payload, write_events
+from tests.support.redaction import settings_redactor
 
 TOKEN = "ghp_" + "Q7f3kZ9xLm2Pq8Rt5Vw1Ys4Ub6Nc0Hd7Je3"
 SPAWN = multiprocessing.get_context("spawn")
@@ -29,7 +30,7 @@ def _event(kind: AgentEventKind, execution_id: str, at: int, **data: object) -> 
 
 def test_sequence_starts_at_one_and_counts_per_execution(db: Database) -> None:
     first, second = new_execution(db), new_execution(db)
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     assert [sink.append(_event(AgentEventKind.STARTED, first, 0)) for _ in range(3)] == [1, 2, 3]
     assert sink.append(_event(AgentEventKind.STARTED, second, 0)) == 1
     assert seqs(db, first) == [1, 2, 3]
@@ -57,7 +58,7 @@ def test_sigkill_mid_write_leaves_committed_events_intact(db: Database) -> None:
     execution_id = new_execution(db)
     proc = SPAWN.Process(target=write_events, args=(url_of(db), execution_id, 7, -1, None))
     proc.start()
-    repo = ExecutionRepository(db)
+    repo = ExecutionRepository(db, settings_redactor())
     deadline = time.monotonic() + 120
     while len(seqs(db, execution_id)) < 40 and time.monotonic() < deadline:
         time.sleep(0.02)
@@ -74,13 +75,14 @@ def test_sigkill_mid_write_leaves_committed_events_intact(db: Database) -> None:
     with db.session() as session:  # the counter agrees with the journal: the next write goes on
         row = session.get(NodeExecution, execution_id)
         assert row is not None and row.event_seq == len(events)
-    assert DbEventSink(db).append(_event(AgentEventKind.FINISHED, execution_id, 0)) == \
+    assert DbEventSink(db, settings_redactor()).append(_event(AgentEventKind.FINISHED,
+                                                              execution_id, 0)) == \
         len(events) + 1
 
 
 def test_tool_events_write_evidence(db: Database) -> None:
     execution_id = new_execution(db)
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     call = {"call_id": "1-0", "tool_name": "workspace_read_file", "domain": "workspace",
             "operation": "read_file", "args": {"path": "README.md"}}
     envelope = {"ok": False, "call_id": "1-0", "tool_name": "workspace_read_file",
@@ -127,13 +129,16 @@ def test_secrets_are_redacted_in_events_args_and_envelopes(db: Database) -> None
 
 def test_stale_lease_epoch_writes_nothing(db: Database) -> None:
     execution_id = new_execution(db)
-    DbEventSink(db, lease_epoch=0).emit(_event(AgentEventKind.STARTED, execution_id, 0))
+    DbEventSink(db, settings_redactor(), lease_epoch=0).emit(_event(AgentEventKind.STARTED,
+                                                                    execution_id, 0))
     with db.session() as session:
         row = session.get(NodeExecution, execution_id)
         assert row is not None
         row.lease_epoch = 1
     with pytest.raises(StaleLease):
-        DbEventSink(db, lease_epoch=0).emit(_event(AgentEventKind.STARTED, execution_id, 0))
+        DbEventSink(db, settings_redactor(), lease_epoch=0).emit(_event(AgentEventKind.STARTED,
+                                                                        execution_id, 0))
     assert seqs(db, execution_id) == [1]
-    assert DbEventSink(db, lease_epoch=1).append(_event(AgentEventKind.STARTED, execution_id, 0)) \
+    assert DbEventSink(db, settings_redactor(),
+                       lease_epoch=1).append(_event(AgentEventKind.STARTED, execution_id, 0)) \
         == 2

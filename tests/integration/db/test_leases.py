@@ -19,6 +19,7 @@ from services.execution.tool_domains.git.runner import GitAuthor, run_git
 from services.runs.checkpoints import CheckpointingToolStore
 from services.runs.leases import Heartbeat, Lease, LeaseTimings
 from tests.integration.db.helpers import new_execution
+from tests.support.redaction import settings_redactor
 
 
 def _event(execution_id: str) -> AgentEvent:
@@ -36,10 +37,10 @@ def test_claim_is_exclusive_until_expiry_and_fences_the_old_holder(db: Database)
     assert store.claim(execution_id, "b", ttl_s=60) == 2  # taken over after expiry
     assert not store.heartbeat(execution_id, "a", 1, ttl_s=60)  # the old holder lost it
     with pytest.raises(StaleLease):
-        DbEventSink(db, lease_epoch=1).append(_event(execution_id))
+        DbEventSink(db, settings_redactor(), lease_epoch=1).append(_event(execution_id))
     with pytest.raises(StaleLease):
         store.guarded_update(execution_id, 1, {"status": "running"})
-    assert DbEventSink(db, lease_epoch=2).append(_event(execution_id)) == 1
+    assert DbEventSink(db, settings_redactor(), lease_epoch=2).append(_event(execution_id)) == 1
     store.release(execution_id, "b", 2)
     assert store.claim(execution_id, "c", ttl_s=60) == 3
 
@@ -47,7 +48,8 @@ def test_claim_is_exclusive_until_expiry_and_fences_the_old_holder(db: Database)
 def test_final_and_unknown_executions_are_not_claimed(db: Database) -> None:
     store = LeaseStore(db)
     execution_id = new_execution(db)
-    ExecutionRepository(db).finish(execution_id, status="succeeded", outcome="finished")
+    ExecutionRepository(db, settings_redactor()).finish(execution_id, status="succeeded",
+                                                        outcome="finished")
     assert store.claim(execution_id, "a", ttl_s=60) is None
     with pytest.raises(UnknownExecution):
         store.claim("no-such-execution", "a", ttl_s=60)

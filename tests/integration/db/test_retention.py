@@ -27,6 +27,7 @@ from services.execution.ports import AgentEvent, AgentEventKind
 from tests.integration.databases import url_of
 from tests.integration.db.cli_helpers import studio
 from tests.integration.db.helpers import new_execution
+from tests.support.redaction import settings_redactor
 
 BIG = "".join(f"row {n}\n" for n in range(2_000))
 
@@ -35,7 +36,7 @@ def _execution(db: Database, status: str, age_days: float, *, finished: bool = T
     execution_id = new_execution(db)
     call = {"call_id": "c1", "tool_name": "workspace_write_file", "domain": "workspace",
             "operation": "write_file", "args": {"path": "a", "content": BIG}}
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     sink.emit(AgentEvent(AgentEventKind.TOOL_CALL, execution_id, 1, {"call": call}))
     when = utcnow() - timedelta(days=age_days)
     with db.session() as session:

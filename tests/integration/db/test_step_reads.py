@@ -22,6 +22,7 @@ from services.db.step_reads import StepReads
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
 from tests.integration.db.helpers import new_execution
+from tests.support.redaction import settings_redactor
 
 REPO = "acme/widgets"
 
@@ -92,7 +93,7 @@ def test_a_consumer_never_sees_the_same_snapshot_twice(db: Database) -> None:
     reads, control, budget = _reads(db, execution_id)
     assert control.check() is None
     assert budget.check() is None  # shares the control's read
-    journal = DbEventSink(db, buffered=False)
+    journal = DbEventSink(db, settings_redactor(), buffered=False)
     DbBudget(db, execution_id, REPO, 1.0, journal=journal).charge(2.0)  # overflows the day
     assert budget.check() is ErrorCode.BUDGET_EXCEEDED  # a second check reads anew
     assert reads.statements == 2

@@ -11,6 +11,7 @@ from services.db.budget import DbBudget
 from services.db.journal import DbEventSink
 from services.db.session import Database, create_db_engine
 from services.execution.ports import AgentEvent, AgentEventKind
+from tests.support.redaction import settings_redactor
 
 
 def payload(writer: int, index: int) -> dict[str, Any]:
@@ -23,7 +24,7 @@ def payload(writer: int, index: int) -> dict[str, Any]:
 def write_events(url: str, execution_id: str, writer: int, count: int, barrier: Any) -> None:
     """Append ``count`` events (``count`` < 0: forever, until killed)."""
     db = Database(create_db_engine(url))
-    sink = DbEventSink(db)
+    sink = DbEventSink(db, settings_redactor())
     if barrier is not None:
         barrier.wait()
     index = 0

@@ -26,6 +26,7 @@ from tests.integration.flowcharts.graphs import create, edges, node
 from tests.integration.mcp_fixtures import stdio_server_entry, workspace_server_entry
 from tests.support.mcp_servers import DEMO_TOOLS
 from tests.support.model_server import ScriptedModelServer, text, tool_calls
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 API_KEY = "sk-mcp-node-KEY-31c9aa"
@@ -78,7 +79,7 @@ def test_two_nodes_naming_different_servers_see_different_tools(
     assert alpha <= first and not beta & first
     assert beta <= second and not alpha & second
     assert "workspace_read_file" in first and "workspace_read_file" in second
-    executions = ExecutionRepository(db)
+    executions = ExecutionRepository(db, settings_redactor())
     first_id = run["nodes"]["first"]["execution_id"]
     calls = executions.tool_calls(first_id)
     assert [(c.tool_name, c.ok) for c in calls] == [("mcp__alpha__echo", True)]

@@ -13,6 +13,7 @@ from services.db.session import Database
 from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 from tests.integration.flowcharts.graphs import agent, create, edges, node
+from tests.support.redaction import settings_redactor
 
 
 def _script(name: str) -> dict[str, Any]:
@@ -34,7 +35,7 @@ def test_each_agent_node_gets_its_own_approval_policy(db: Database, settings: St
     service = FlowchartRunService(db, settings)
     run = service.get(service.start(create(db, graph), workspace=str(ws)))
     assert run["status"] == "succeeded", run
-    executions = ExecutionRepository(db)
+    executions = ExecutionRepository(db, settings_redactor())
     outcomes = {}
     for name in ("guarded", "free"):
         execution_id = run["nodes"][name]["execution_id"]

@@ -20,6 +20,7 @@ from services.flowcharts.service import FlowchartRunService
 from tests.integration.repo_env import DONE, TOKEN, repo_world
 from tests.support.model_script import Step, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 FIX = "sed -i 's/a - b/a + b/' calc.py"
 TESTS = "python3 -m unittest -q"
@@ -73,7 +74,7 @@ def test_the_node_override_selects_the_legacy_runtime(
             run = service.get(service.start(flowchart_id))
             assert run["status"] == "succeeded", run
             execution_id = run["nodes"]["fix"]["execution_id"]
-            repo = ExecutionRepository(db)
+            repo = ExecutionRepository(db, settings_redactor())
             row = repo.get(execution_id)
             events = repo.events(execution_id)
         finally:

@@ -26,6 +26,7 @@ from services.runs.approvals import decide_approval, reap_approvals
 from services.settings import StudioSettings
 from tests.integration.flowcharts.graphs import agent, edges, final, node
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 MARK = ["sh", "-c", "echo ran > gated.txt"]
@@ -127,7 +128,8 @@ def test_a_repository_node_waits_for_its_approval_then_the_run_goes_on(
     standalone: list[str] = []
     decided = decide_approval(db, execution_id, approval_id, decision, by="alice",
                               reason="<b>looked at it</b>", dispatch=standalone.append,
-                              dispatch_node=lambda r, n: sent.append((r, n)))
+                              dispatch_node=lambda r, n: sent.append((r, n)),
+                              redactor=settings_redactor())
     assert decided.resume and standalone == [] and sent == [(run_id, "fix")] * 2
     # handed out once: neither a reaper nor the unclaimed sweep sends it again
     assert reap_approvals(db, standalone.append,
@@ -173,7 +175,7 @@ def test_a_decision_without_a_node_dispatch_and_a_cancel_while_waiting_reach_the
     standalone: list[str] = []
     # as the CLI without a broker: no node dispatch; the execution is never sent standalone
     decided = decide_approval(db, decided_execution, approval_id, "approve", by="cli:bob",
-                              reason=None, dispatch=standalone.append)
+                              reason=None, dispatch=standalone.append, redactor=settings_redactor())
     assert decided.resume and standalone == [] and sent == []
     assert service.cancel(cancelled_run)["status"] == "cancelled"
 

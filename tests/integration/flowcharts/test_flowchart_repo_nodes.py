@@ -13,6 +13,7 @@ from services.db.flowcharts import FlowchartRepository
 from services.flowcharts.graph import FlowchartValidationError, parse_graph, validate_graph
 from services.flowcharts.service import FlowchartRunService
 from tests.integration.repo_env import DONE, TEST_ARGV, repo_world
+from tests.support.redaction import settings_redactor
 
 FIX = {"turns": [
     {"tool_calls": [{"tool": "workspace.edit_file", "args": {
@@ -48,7 +49,8 @@ def test_a_repository_node_ends_in_a_pushed_branch_and_one_pull_request(
             service = FlowchartRunService(db, settings)
             run = service.get(service.start(flowchart_id))
             assert run["status"] == "succeeded", run
-            row = ExecutionRepository(db).get(run["nodes"]["fix"]["execution_id"])
+            row = ExecutionRepository(db,
+                                      settings_redactor()).get(run["nodes"]["fix"]["execution_id"])
             assert row is not None and row.status == "succeeded"
             assert row.flowchart_run_id == run["id"] and row.branch is not None
         finally:

@@ -20,6 +20,7 @@ from services.db.session import Database
 from services.flowcharts.service import FlowchartRunService
 from services.settings import StudioSettings
 from tests.integration.flowcharts.graphs import agent, branching, create, edges, final, node
+from tests.support.redaction import settings_redactor
 
 WAIT_S = 120.0  # an upper bound for waits on other threads, never a performance assertion
 
@@ -38,7 +39,7 @@ def test_the_run_goes_down_the_branch_its_decision_picks(
                       taken: "succeeded", not_taken: "skipped", "end": "succeeded"}
     assert run["nodes"]["route"]["result"]["branch"] == fix_status
     assert run["nodes"][not_taken]["execution_id"] is None
-    executions = ExecutionRepository(db)
+    executions = ExecutionRepository(db, settings_redactor())
     row = executions.get(run["nodes"][taken]["execution_id"])
     assert row is not None and row.status == "succeeded"
     assert row.prompt.endswith(": tests fixed")  # rendered from the upstream result
@@ -149,7 +150,7 @@ def test_cancel_stops_every_running_node(
     pool = ThreadPoolExecutor(max_workers=2)
     service = FlowchartRunService(db, settings,
                                   dispatch=lambda r, n: pool.submit(service.run_node, r, n))
-    executions = ExecutionRepository(db)
+    executions = ExecutionRepository(db, settings_redactor())
     try:
         run_id = service.start(create(db, graph), workspace=str(ws))
 

@@ -26,6 +26,7 @@ from services.settings import StudioSettings
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply
 from tests.support.model_server import ScriptedModelServer, error, text
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 API_KEY = "sk-durable-agent-KEY-1d9f"
@@ -76,7 +77,8 @@ def test_a_repository_run_keeps_its_role_and_falls_back(
     assert gemini and "DURABLE-NODE-PROMPT" in json.dumps(gemini[0].body)
     declared = {t.name for t in server.declared_tools(gemini[0])}
     assert declared == {s.name for s in default_registry().specs() if not s.mutates}
-    kinds = [e.kind for e in ExecutionRepository(db).events(outcome.execution_id)]
+    kinds = [e.kind for e in ExecutionRepository(db,
+                                                 settings_redactor()).events(outcome.execution_id)]
     assert kinds.count("model_fallback") == 1
 
 

@@ -26,6 +26,7 @@ from services.runs.approvals import DbApprovalGate, decide_approval
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from tests.integration.repo_env import DONE, RepoWorld, repo_world
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 CALL = ToolCall(call_id="toolu_1", tool_name="command_run", domain="command", operation="run",
@@ -56,7 +57,7 @@ def test_a_gate_denies_its_own_expired_approval(
         script={"turns": [{"final": DONE}]}, approval_policy={"command.run": "require"}),
         Redactor(), settings=settings)
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=3600)
+                          timeout_s=3600, redactor=settings_redactor())
     first = gate.review(CALL)
     assert first.action is GateAction.PAUSE and first.approval_id
     assert gate.review(CALL).action is GateAction.PAUSE  # the control: not expired, waits
@@ -68,7 +69,8 @@ def test_a_gate_denies_its_own_expired_approval(
     assert verdict.evidence is not None and verdict.evidence["decided_by"] == "timeout"
     (approval,) = ApprovalRepository(db).of_execution(execution_id)
     assert (approval["status"], approval["decided_by"]) == ("denied", "timeout")
-    decided = [dict(e.data) for e in ExecutionRepository(db).events(execution_id)
+    decided = [dict(e.data) for e in ExecutionRepository(db,
+                                                         settings_redactor()).events(execution_id)
                if e.kind == "approval_decided"]
     assert [(d["decision"], d["decided_by"]) for d in decided] == [("deny", "timeout")]
 
@@ -82,7 +84,7 @@ def test_a_person_deciding_after_expiry_gets_approval_expired_in_one_statement(
         script={"turns": [{"final": DONE}]}, approval_policy={"command.run": "require"}),
         Redactor(), settings=settings)
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=3600)
+                          timeout_s=3600, redactor=settings_redactor())
     approval_id = gate.review(CALL).approval_id
     assert approval_id
     with db.session() as session:
@@ -90,16 +92,17 @@ def test_a_person_deciding_after_expiry_gets_approval_expired_in_one_statement(
                         .values(expires_at=utcnow() - timedelta(seconds=1)))
     with pytest.raises(ExecutionError) as late:
         decide_approval(db, execution_id, approval_id, decision, by="carol", reason="late",
-                        dispatch=None)
+                        dispatch=None, redactor=settings_redactor())
     assert late.value.code is ErrorCode.APPROVAL_EXPIRED
     (approval,) = ApprovalRepository(db).of_execution(execution_id)
     assert (approval["status"], approval["decided_by"], approval["reason"]) == (
         "denied", "timeout", "no decision before the approval timed out")
     with pytest.raises(ExecutionError) as again:  # and so is every later person's decision
         decide_approval(db, execution_id, approval_id, "deny", by="dave", reason=None,
-                        dispatch=None)
+                        dispatch=None, redactor=settings_redactor())
     assert again.value.code is ErrorCode.APPROVAL_EXPIRED
-    decided = [dict(e.data) for e in ExecutionRepository(db).events(execution_id)
+    decided = [dict(e.data) for e in ExecutionRepository(db,
+                                                         settings_redactor()).events(execution_id)
                if e.kind == "approval_decided"]
     assert [(d["decision"], d["decided_by"]) for d in decided] == [("deny", "timeout")]
     assert gate.review(CALL).action is GateAction.DENY  # the call never runs

@@ -28,6 +28,7 @@ from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from tests.integration.repo_env import DONE, RepoWorld, repo_world
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 MARK = ["sh", "-c", "echo ran >> gated.txt"]
@@ -114,7 +115,8 @@ def test_a_required_call_waits_then_runs_or_is_denied_without_asking_the_model_a
     approval = _pause(db, settings, execution_id)
     dispatched: list[str] = []
     decided = decide_approval(db, execution_id, approval["id"], decision, by="alice",
-                              reason="<b>looked at it</b>", dispatch=dispatched.append)
+                              reason="<b>looked at it</b>", dispatch=dispatched.append,
+                              redactor=settings_redactor())
     assert decided.changed and decided.resume and dispatched == [execution_id]
     assert ExecutionRepository(db).get(execution_id).status == "queued"  # type: ignore[union-attr]
     # should the dispatch be lost, the reaper sends it again (queued, no lease holder)
@@ -186,16 +188,16 @@ def test_hostile_decisions(world: RepoWorld,
     approval = _pause(db, settings, execution_id)
     with pytest.raises(ExecutionError) as unknown:
         decide_approval(db, other, approval["id"], "approve", by="eve", reason=None,
-                        dispatch=None)
+                        dispatch=None, redactor=settings_redactor())
     assert unknown.value.code is ErrorCode.APPROVAL_NOT_FOUND
     first = decide_approval(db, execution_id, approval["id"], "deny", by="bob", reason="no",
-                            dispatch=None)
+                            dispatch=None, redactor=settings_redactor())
     again = decide_approval(db, execution_id, approval["id"], "deny", by="bob", reason="no",
-                            dispatch=None)
+                            dispatch=None, redactor=settings_redactor())
     assert first.changed and not again.changed and not again.resume
     with pytest.raises(ExecutionError) as conflict:
         decide_approval(db, execution_id, approval["id"], "approve", by="eve", reason=None,
-                        dispatch=None)
+                        dispatch=None, redactor=settings_redactor())
     assert conflict.value.code is ErrorCode.APPROVAL_ALREADY_DECIDED
     kinds = [k for k, _ in _events(db, execution_id)]
     assert kinds.count("approval_decided") == 1
@@ -239,7 +241,7 @@ def test_a_new_session_gets_the_decision_made_for_the_same_call_once(
     db, settings = database
     execution_id = _create(db, settings, world, {"command.run": "require"})
     gate = DbApprovalGate(parse_policy({"command.run": "require"}), db, execution_id,
-                          timeout_s=60)
+                          timeout_s=60, redactor=settings_redactor())
 
     def call(call_id: str) -> ToolCall:
         return ToolCall(call_id=call_id, tool_name="command_run", domain="command",
@@ -249,7 +251,7 @@ def test_a_new_session_gets_the_decision_made_for_the_same_call_once(
     assert first.action is GateAction.PAUSE and first.approval_id
     assert gate.review(call("toolu_1")).approval_id == first.approval_id  # asked once
     decide_approval(db, execution_id, first.approval_id, "approve", by="carol", reason=None,
-                    dispatch=None)
+                    dispatch=None, redactor=settings_redactor())
     again = gate.review(call("toolu_2"))  # the new session's id for the same call
     assert again.action is GateAction.RUN and again.approval_id == first.approval_id
     third = gate.review(call("toolu_3"))  # a decision is used once
@@ -270,7 +272,7 @@ def test_a_decision_during_the_pause_and_a_cancel_while_waiting_are_picked_up_by
         session.execute(update(NodeExecution).where(NodeExecution.id == early)
                         .values(status="running"))
     decided = decide_approval(db, early, approval["id"], "approve", by="dan", reason=None,
-                              dispatch=None)
+                              dispatch=None, redactor=settings_redactor())
     assert decided.changed and not decided.resume
     with db.session() as session:
         session.execute(update(NodeExecution).where(NodeExecution.id == early)
@@ -338,6 +340,6 @@ def test_an_execution_is_never_awaiting_approval_while_its_lease_is_held(
     assert held == []
     dispatched: list[str] = []
     decided = decide_approval(db, execution_id, approval["id"], "approve", by="erin",
-                              reason=None, dispatch=dispatched.append)
+                              reason=None, dispatch=dispatched.append, redactor=settings_redactor())
     assert decided.resume and dispatched == [execution_id]
     assert execute_execution(execution_id, settings=settings, db=db).status == "succeeded"

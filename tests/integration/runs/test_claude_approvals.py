@@ -33,6 +33,7 @@ from tests.integration.runs.test_approvals import (  # noqa: F401  (fixtures)
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, Usage
 from tests.support.model_server import ScriptedModelServer, text, tool_calls
+from tests.support.redaction import settings_redactor
 
 KEY = "sk-ant-approvals-KEY-5b8e21"
 USAGE = Usage(input_tokens=100, output_tokens=20)
@@ -63,7 +64,7 @@ def test_claude_waits_for_the_decision_then_runs_or_is_denied(
         approval = _pause(db, settings, execution_id)  # stopped before the call ran
         assert not any(k == "tool_result" for k, _ in _events(db, execution_id))
         decide_approval(db, execution_id, approval["id"], decision, by="alice",
-                        reason="checked by hand", dispatch=None)
+                        reason="checked by hand", dispatch=None, redactor=settings_redactor())
         outcome = execute_execution(execution_id, settings=settings, db=db)
         sessions = len([r for r in server.requests_for("anthropic")
                         if b'"type":"tool_result"' not in r.raw_body])

@@ -26,6 +26,7 @@ from tests.integration.runs.test_approvals import _create as _approval_create
 from tests.integration.runs.test_approvals import _settings as _approval_settings
 from tests.support.model_script import Usage, tool_calls
 from tests.support.model_server import ScriptedModelServer, text
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 API_KEY = "sk-login-run-KEY-5e1c"
@@ -65,7 +66,8 @@ def test_an_execution_runs_to_its_end_on_its_own_login(
             monkeypatch.setenv("OPENAI_BASE_URL", server.url + "/v1")
             outcome = execute_execution(execution_id, settings=pod_settings, db=pod_db)
         assert outcome.status == "succeeded", outcome
-        kinds = [e.kind for e in ExecutionRepository(postgres_db).events(execution_id)]
+        kinds = [e.kind for e in ExecutionRepository(postgres_db,
+                                                     settings_redactor()).events(execution_id)]
         assert "finished" in kinds and "tool_result" in kinds, kinds
         with postgres_db.engine.begin() as connection:
             assert connection.execute(sql("SELECT count(*) FROM tool_calls WHERE execution_id "
@@ -75,7 +77,8 @@ def test_an_execution_runs_to_its_end_on_its_own_login(
         with pod_db.engine.begin() as connection:  # the other execution: out of reach
             assert connection.execute(sql("SELECT count(*) FROM node_executions WHERE id = :i"),
                                       {"i": other}).scalar() == 0
-        assert ExecutionRepository(postgres_db).get(other) is not None  # positive control
+        assert ExecutionRepository(postgres_db,
+                                   settings_redactor()).get(other) is not None  # positive control
     finally:
         pod_db.dispose()
         logins.revoke(execution_id)
@@ -106,10 +109,12 @@ def test_an_approval_gate_pauses_and_resumes_on_its_logins(
                     pending = ApprovalRepository(postgres_db).of_execution(execution_id)
                     assert [a["status"] for a in pending] == ["pending"]
                     decide_approval(postgres_db, execution_id, pending[0]["id"], "approve",
-                                    by="alice", reason="ok", dispatch=lambda _: None)
+                                    by="alice", reason="ok", dispatch=lambda _: None,
+                                    redactor=settings_redactor())
                 else:
                     assert outcome.status == expected, outcome
         finally:
             logins.revoke(execution_id)
-        kinds = [e.kind for e in ExecutionRepository(postgres_db).events(execution_id)]
+        kinds = [e.kind for e in ExecutionRepository(postgres_db,
+                                                     settings_redactor()).events(execution_id)]
         assert kinds.count("approval_requested") == 1 and kinds.count("finished") == 1

@@ -11,6 +11,7 @@ from services.db.redaction import Redactor
 from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
+from tests.support.redaction import settings_redactor
 
 
 def _run(world: RepoWorld, tmp_path: Path, writes: dict[str, str],
@@ -28,7 +29,8 @@ def _run(world: RepoWorld, tmp_path: Path, writes: dict[str, str],
         settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
         outcome = execute_execution(execution_id, settings=settings, db=db)
         return outcome, ExecutionRepository(db).get(execution_id), [
-            (e.kind, e.data) for e in ExecutionRepository(db).events(execution_id)]
+            (e.kind, e.data) for e in ExecutionRepository(db,
+                                                          settings_redactor()).events(execution_id)]
     finally:
         db.dispose()
 

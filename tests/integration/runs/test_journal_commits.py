@@ -32,6 +32,7 @@ from services.runs.durable import execute_execution
 from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.databases import url_of
 from tests.integration.repo_env import DONE, TOKEN, repo_world
+from tests.support.redaction import settings_redactor
 
 TURNS = 6
 COST = 0.01
@@ -113,7 +114,7 @@ class Reader(threading.Thread):
 
     def __init__(self, db: Database, execution_id: str) -> None:
         super().__init__(daemon=True)
-        self.repo = ExecutionRepository(db)
+        self.repo = ExecutionRepository(db, settings_redactor())
         self.execution_id = execution_id
         self.seen: list[int] = []
         self.batches = 0
@@ -191,7 +192,7 @@ def test_a_deferred_budget_charge_commits_with_the_journal(db: Database) -> None
     from tests.integration.db.helpers import new_execution
 
     execution_id = new_execution(db)
-    journal = DbEventSink(db, buffered=True)
+    journal = DbEventSink(db, settings_redactor(), buffered=True)
     budget = DbBudget(db, execution_id, "acme/widgets", 10.0, journal=journal)
     journal.emit(AgentEvent(AgentEventKind.MODEL_REQUEST, execution_id, 0, {}))
     budget.charge(0.5)
@@ -214,7 +215,7 @@ def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
     execution_id = new_execution(db)
     epoch = LeaseStore(db).claim(execution_id, "a", ttl_s=60)
     assert epoch is not None
-    journal = DbEventSink(db, lease_epoch=epoch, buffered=True)
+    journal = DbEventSink(db, settings_redactor(), lease_epoch=epoch, buffered=True)
     budget = DbBudget(db, execution_id, "acme/stale", 1.0, journal=journal)
     envelope = {"ok": True, "call_id": "c1", "tool_name": "workspace_write_file",
                 "domain": "workspace", "operation": "write_file", "duration_ms": 1.0}
@@ -242,7 +243,7 @@ def test_charges_that_do_not_fit_overflow_when_they_ride_along(db: Database) -> 
     from tests.integration.db.helpers import new_execution
 
     execution_id = new_execution(db)
-    journal = DbEventSink(db, buffered=True)
+    journal = DbEventSink(db, settings_redactor(), buffered=True)
     budget = DbBudget(db, execution_id, "acme/overflow", 1.0, journal=journal)
     for _ in range(3):
         budget.charge(0.4)
@@ -270,7 +271,7 @@ def test_large_contents_are_stored_once_and_a_resume_reads_them_whole(
         assert outcome.status == "succeeded", outcome
         assert world.remote_file(outcome.branch or "", "big.py") == big + "# 2\n"
 
-    repo = ExecutionRepository(db)
+    repo = ExecutionRepository(db, settings_redactor())
     row = repo.get(execution_id)
     assert row is not None and Request.from_row(row).script == script  # the stored script
     messages = rebuild_messages([(e.kind, dict(e.data)) for e in repo.events(execution_id)])

@@ -31,11 +31,12 @@ from services.runs.durable import execute_execution
 from services.runs.pauses import redispatch_paused
 from services.runs.reaper import reap
 from services.runs.results import recorded_run
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 
 def _execution(db: Database) -> str:
-    return ExecutionRepository(db).create(provider="replay", model="replay",
+    return ExecutionRepository(db, settings_redactor()).create(provider="replay", model="replay",
                                           prompt=f"pause me {uuid.uuid4().hex[:6]}",
                                           repo_url="http://127.0.0.1:9/acme/widgets.git")
 

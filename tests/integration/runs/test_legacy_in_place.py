@@ -12,6 +12,7 @@ from services.db.session import open_database
 from tests.integration.runs.cli_runs import last_json, studio, studio_env
 from tests.support.model_script import text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 DONE = {"status": "success", "summary": "wrote it", "changes": ["hello.txt"], "issues": [],
@@ -37,7 +38,7 @@ def test_cutover_off_in_place_runs_the_cli_in_the_directory(db_url: str, tmp_pat
     assert (workspace / "hello.txt").read_text() == "hello\n"
     db = open_database(studio_settings(tmp_path / "data", database_url=db_url))
     try:
-        repo = ExecutionRepository(db)
+        repo = ExecutionRepository(db, settings_redactor())
         row = repo.get(summary["execution_id"])
         events = repo.events(summary["execution_id"])
     finally:

@@ -28,6 +28,7 @@ from services.db.session import Database, create_db_engine
 from tests.integration.runs.cli_runs import GITHUB_TOKEN, STUDIO, studio, studio_env
 from tests.support.mcp_witness import SCRIPT, RecordingListener
 from tests.support.model_server import ScriptedModelServer, text
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 SECRET_KEY = "mcp-confine-SECRET-KEY-5d0c1e"
@@ -68,7 +69,7 @@ def _run(env: dict[str, str], workspace: Path, *servers: str) -> subprocess.Comp
 def _last_execution(db_url: str) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:
     db = Database(create_db_engine(db_url))
     try:
-        executions = ExecutionRepository(db)
+        executions = ExecutionRepository(db, settings_redactor())
         row = executions.list(limit=1)[0]
         return row, [(e.kind, dict(e.data)) for e in executions.events(row.id)]
     finally:

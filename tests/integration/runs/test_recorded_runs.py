@@ -31,6 +31,7 @@ from tests.integration.runs.cli_runs import (
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 DONE = json.dumps({"status": "success", "summary": "done"})
 
@@ -153,7 +154,8 @@ def test_sigkill_mid_loop_keeps_completed_cycles_and_recorded_calls_are_not_reru
                       operation="write_file", args={"path": "one.txt", "content": "first"})
     ctx = ToolDomainContext(workspace_root=workspace, execution_id=execution_id,
                             request_id="r", correlation_id="c")
-    envelope = Dispatcher(default_registry(), DbIdempotencyStore(db)).dispatch(replay, ctx)
+    store = DbIdempotencyStore(db, settings_redactor())
+    envelope = Dispatcher(default_registry(), store).dispatch(replay, ctx)
     assert envelope.ok and envelope.model_dump(mode="json") == calls["0-0"].envelope
     assert (workspace / "one.txt").read_text() == "changed since"
     db.dispose()

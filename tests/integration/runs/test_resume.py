@@ -47,6 +47,7 @@ from tests.integration.repo_env import (
     repo_world,
     studio,
 )
+from tests.support.redaction import settings_redactor
 
 APPEND = ["sh", "-c", "echo ran >> counter.txt"]
 SLEEP = ["sleep", "60"]
@@ -108,7 +109,7 @@ def test_killed_execution_resumes_in_a_fresh_directory_exactly_once(
     with repo_world(tmp_path) as world:
         execution_id = _start(world, kill_after_push)
         db = world.database()
-        repo, store = ExecutionRepository(db), LeaseStore(db)
+        repo, store = ExecutionRepository(db, settings_redactor()), LeaseStore(db)
         first = subprocess.Popen([*STUDIO, "execute", execution_id],
                                  env=world.env(tmp_path / "ws1"), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)
@@ -170,7 +171,7 @@ def test_killed_execution_resumes_in_a_fresh_directory_exactly_once(
 def _assert_stale_process_is_fenced(world: RepoWorld, db: Any, execution_id: str,
                                     old_epoch: int, branch: str, root: Path) -> None:
     with pytest.raises(StaleLease):
-        DbEventSink(db, lease_epoch=old_epoch).append(AgentEvent(
+        DbEventSink(db, settings_redactor(), lease_epoch=old_epoch).append(AgentEvent(
             AgentEventKind.WARNING, execution_id, 0, {"code": "late", "message": "late"}))
     stale = Lease(LeaseStore(db), execution_id, "old-owner", old_epoch, LeaseTimings())
     with pytest.raises(StaleLease):
@@ -224,7 +225,7 @@ def test_a_holder_that_cannot_renew_kills_its_commands_and_exits_before_expiry(
         execution_id = create_execution(db, ExecutionRequest(
             provider="replay", prompt="Take notes", repo_url=world.url, script=script),
             Redactor([TOKEN]), settings=world.settings())
-        repo = ExecutionRepository(db)
+        repo = ExecutionRepository(db, settings_redactor())
         child = subprocess.Popen([*STUDIO, "execute", execution_id],
                                  env=world.env(tmp_path / "ws"), stdout=subprocess.PIPE,
                                  stderr=subprocess.PIPE, text=True)

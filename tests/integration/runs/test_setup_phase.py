@@ -29,6 +29,7 @@ from tests.integration.databases import create_migrated_pg_database, drop_pg_dat
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, last_json, repo_world, studio
 from tests.support.git_http_server import seed_bare_repo
 from tests.support.package_index import PackageIndex, build_wheel, package_index
+from tests.support.redaction import settings_redactor
 
 PACKAGE = "studio-dep"
 DEP_TEST = ("import unittest\n\nimport studio_dep\n\n\nclass DepTest(unittest.TestCase):\n"
@@ -90,7 +91,8 @@ def _run(world: RepoWorld, tmp_path: Path, index: PackageIndex, turns: list[dict
             **request), Redactor([TOKEN]), settings=settings)
         outcome = execute_execution(execution_id, settings=settings, db=db)
         return outcome, ExecutionRepository(db).get(execution_id), [
-            (e.kind, e.data) for e in ExecutionRepository(db).events(execution_id)]
+            (e.kind, e.data) for e in ExecutionRepository(db,
+                                                          settings_redactor()).events(execution_id)]
     finally:
         db.dispose()
 
@@ -283,7 +285,8 @@ def test_setup_is_refused_where_the_sandbox_cannot_enforce_the_allowlist(
                 script={"turns": [{"final": DONE}]}), Redactor([TOKEN]), settings=settings)
             outcome = execute_execution(execution_id, settings=settings, db=db)
             row = ExecutionRepository(db).get(execution_id)
-            kinds = [e.kind for e in ExecutionRepository(db).events(execution_id)]
+            kinds = [e.kind for e in ExecutionRepository(db,
+                                                         settings_redactor()).events(execution_id)]
         finally:
             db.dispose()
         assert outcome.status == "failed" and row.error_code == "sandbox_unavailable"

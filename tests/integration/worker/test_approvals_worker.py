@@ -46,6 +46,7 @@ from tests.integration.repo_env import DONE, RepoWorld, repo_world
 from tests.support.model_requests import tool_results
 from tests.support.model_script import text, tool_calls
 from tests.support.model_server import ScriptedModelServer
+from tests.support.redaction import settings_redactor
 
 pytestmark = pytest.mark.slow
 
@@ -107,7 +108,8 @@ def _waiting(api: ApiServer, world: RepoWorld, execution_id: str,
     try:
         row = ExecutionRepository(db).get(execution_id)
         assert row is not None and row.lease_owner is None  # it holds no lease while it waits
-        requested = [e.data for e in ExecutionRepository(db).events(execution_id)
+        requested = [e.data for e in ExecutionRepository(db,
+                                                         settings_redactor()).events(execution_id)
                      if e.kind == "approval_requested"]
     finally:
         db.dispose()

@@ -21,6 +21,7 @@ from services.worker.flowchart_tasks import flowchart_dispatch
 from services.worker.names import TASK_RUN_FLOWCHART_NODE
 from tests.integration.celery_fixtures import Broker, start_worker, wait_for
 from tests.integration.repo_env import DONE, repo_world
+from tests.support.redaction import settings_redactor
 
 SCRIPT: dict[str, Any] = {"turns": [
     {"tool_calls": [{"tool": "command.run", "args": {"argv": ["sh", "-c", "echo ran > g.txt"]}}]},
@@ -68,7 +69,8 @@ def test_an_approved_node_resumes_through_its_node_task_and_the_run_goes_on(
             (approval,) = ApprovalRepository(db).of_execution(execution_id)
             decided = decide_approval(db, execution_id, approval["id"], "approve", by="alice",
                                       reason=None, dispatch=None,
-                                      dispatch_node=flowchart_dispatch(settings))
+                                      dispatch_node=flowchart_dispatch(settings),
+                                      redactor=settings_redactor())
             assert decided.resume
             done = wait_for("the run to end",
                             lambda: (r := service.get(run_id))["finished_at"] and r,

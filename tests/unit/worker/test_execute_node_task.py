@@ -22,6 +22,7 @@ from services.worker.dispatch import dispatch_execution
 from services.worker.handlers import handle_execute_node
 from services.worker.names import TASK_EXECUTE_NODE, TASK_REAP
 from services.worker.payloads import ExecuteNodePayload, InvalidPayload, parse
+from tests.support.redaction import settings_redactor
 
 
 class Launches:
@@ -36,7 +37,8 @@ class Launches:
 
 
 def _execution(db: Database) -> str:
-    return ExecutionRepository(db).create(provider="replay", model="replay", prompt="p")
+    return ExecutionRepository(db, settings_redactor()).create(provider="replay", model="replay",
+                                                               prompt="p")
 
 
 def _payload(execution_id: str) -> ExecuteNodePayload:
@@ -103,7 +105,8 @@ def test_an_expired_lease_is_taken_over(worker_settings: StudioSettings,
 def test_a_finished_execution_is_a_no_op(worker_settings: StudioSettings,
                                           worker_db: Database) -> None:
     execution_id = _execution(worker_db)
-    ExecutionRepository(worker_db).finish(execution_id, status="succeeded", outcome="finished")
+    ExecutionRepository(worker_db, settings_redactor()).finish(execution_id, status="succeeded",
+                                                               outcome="finished")
     launches = Launches()
     for _ in range(2):
         assert handle_execute_node(_payload(execution_id), worker_settings,
@@ -123,7 +126,8 @@ def test_an_unknown_execution_is_a_no_op(worker_settings: StudioSettings,
 def test_without_a_broker_dispatch_runs_in_this_process(worker_settings: StudioSettings,
                                                           worker_db: Database) -> None:
     execution_id = _execution(worker_db)
-    ExecutionRepository(worker_db).finish(execution_id, status="failed", outcome="error")
+    ExecutionRepository(worker_db, settings_redactor()).finish(execution_id, status="failed",
+                                                               outcome="error")
     assert dispatch_execution(execution_id, worker_settings) is Admission.FINISHED
     with pytest.raises(InvalidPayload):
         dispatch_execution("nope", worker_settings)

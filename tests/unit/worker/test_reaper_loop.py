@@ -18,10 +18,12 @@ from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.settings import StudioSettings
 from services.worker.reaper_loop import ReaperLoop
+from tests.support.redaction import settings_redactor
 
 
 def _claimed(db: Database, *, expired: bool) -> str:
-    execution_id = ExecutionRepository(db).create(provider="replay", model="replay", prompt="p")
+    execution_id = ExecutionRepository(db, settings_redactor()).create(provider="replay",
+                                                                       model="replay", prompt="p")
     LeaseStore(db).claim(execution_id, "host:1:abc", ttl_s=300)
     if expired:
         with db.session() as session:

@@ -9,9 +9,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
+from services.execution.providers.cloud_auth import AuthMode, auth_mode
 from services.execution.providers.profiles import DEFAULT_MODELS as DEFAULT_MODELS
+from services.execution.providers.profiles import (
+    PROFILES,
+    EngineSpec,
+    model_or_default,
+    provider_profile,
+)
 from services.execution.providers.profiles import PROVIDERS as PROVIDERS
-from services.execution.providers.profiles import EngineSpec, provider_profile
 from services.execution.sandbox.selection import UNCONFINED_WARNING, CommandLimits, select_sandbox
 from services.settings import StudioSettings, is_production, process_environment
 
@@ -37,7 +43,7 @@ def build_engine(
     """
     profile = provider_profile(request.provider)
     return profile.build(EngineSpec(
-        model=request.model or profile.default_model, workspace=request.workspace,
+        model=model_or_default(profile.name, request.model), workspace=request.workspace,
         run_dir=request.run_dir, transcript_dir=request.transcript_dir, script=request.script,
         codex_mode=request.codex_mode, environ=process_environment(),
         auth_mode=auth_modes(settings).get(request.provider),
@@ -45,9 +51,18 @@ def build_engine(
 
 
 def auth_modes(settings: StudioSettings) -> dict[str, str]:
-    """The auth mode of each provider that has them (``STUDIO_*_AUTH``)."""
-    return {"claude": settings.claude_auth.value, "gemini": settings.gemini_auth.value,
-            "codex": settings.codex_auth.value}
+    """The auth mode of each provider that has them, by name (``STUDIO_*_AUTH``: each profile's
+    ``auth_setting``, read from its ``auth_field``)."""
+    modes: dict[str, str] = {}
+    for name, profile in PROFILES.items():
+        if profile.auth_field is not None:
+            modes[name] = str(getattr(settings, profile.auth_field).value)
+    return modes
+
+
+def configured_auth_modes(settings: StudioSettings) -> dict[str, AuthMode]:
+    """The :class:`AuthMode` each provider is configured with (what an executor is given)."""
+    return {name: auth_mode(name, mode) for name, mode in auth_modes(settings).items()}
 
 
 def command_limits(settings: StudioSettings) -> CommandLimits:

@@ -22,6 +22,7 @@ from typing import Protocol
 from services.api.dispatch import WorkDispatch
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
+from services.db.redaction import Redactor
 from services.db.session import Database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode
@@ -86,7 +87,8 @@ def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> N
 
 def _fail_unfinished(db: Database, execution_id: str, epoch_before: int = 0) -> bool:
     """Fail the execution if this run left it unfinished; whether it is final now."""
-    repository = ExecutionRepository(db)
+    # it writes only its own message: nothing to redact
+    repository = ExecutionRepository(db, Redactor())
     row = repository.get(execution_id)
     if row is None:
         return False
@@ -130,7 +132,8 @@ def _ensure_finished_event(db: Database, execution_id: str) -> None:
         return
     error = ({"code": row.error_code, "message": row.error_message}
              if row.error_code else None)
-    DbEventSink(db).emit(AgentEvent(
+    # the row's own fields, redacted when they were stored: nothing new to redact
+    DbEventSink(db, Redactor()).emit(AgentEvent(
         kind=AgentEventKind.FINISHED, execution_id=execution_id, cycle=0,
         data={"status": row.status, "outcome": row.outcome, "error": error},
     ))

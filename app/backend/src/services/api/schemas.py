@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-Provider = Literal["codex", "gemini", "claude", "replay"]
+from services.execution.providers.profiles import PROVIDERS
+
+if TYPE_CHECKING:
+    Provider = str
+else:  # the provider profiles' names, in their order: the OpenAPI enum and the validation
+    Provider = Literal[PROVIDERS]
 ModelEntry = str | dict[str, Any]  # "provider[:model]" or {"provider": ..., "model": ...}
 ROLE_HELP = "implementer | reviewer | tester: a prompt and a tool subset (docs: agents)."
 SYSTEM_PROMPT_HELP = "Text added to the system prompt (at most 32000 characters)."

@@ -46,13 +46,13 @@ def set_integration(
         typer.echo("studio: nothing to set; give --api-url, --git-origins and/or --token-stdin",
                    err=True)
         raise typer.Exit(2)
-    from services.db.integrations import IntegrationRepository
+    from services.repos.integration_store import IntegrationStore
 
     token = _read_token() if token_stdin else None
     settings = get_settings()
     db = open_db()
     try:
-        repository = IntegrationRepository(db, settings)
+        repository = IntegrationStore(db, settings)
         origins = None if git_origins is None else [
             o for o in git_origins.split(",") if o.strip()]
         repository.set_github(api_url=api_url, token=token, git_origins=origins)
@@ -69,11 +69,11 @@ def set_integration(
 @app.command("show")
 def show() -> None:
     """Print each integration: API URL and whether a token is set (never the token)."""
-    from services.db.integrations import IntegrationRepository
+    from services.repos.integration_store import IntegrationStore
 
     db = open_db()
     try:
-        described = IntegrationRepository(db, get_settings()).describe()
+        described = IntegrationStore(db, get_settings()).describe()
     except ConfigError as exc:  # e.g. a malformed STUDIO_GITHUB_GIT_ORIGINS
         typer.echo(f"studio: {exc.message}", err=True)
         raise typer.Exit(2) from exc

@@ -22,7 +22,6 @@ from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
-from services.settings import get_settings
 
 
 class UnknownExecution(NotFound):
@@ -32,9 +31,19 @@ class UnknownExecution(NotFound):
 
 
 class ExecutionRepository:
+    """The executions' rows. Reading needs nothing more; :meth:`create` and :meth:`finish`
+    store text a run produced and so need the run's ``redactor``, given by the caller (there
+    is no default: one built here could only guess the run's secrets)."""
+
     def __init__(self, db: Database, redactor: Redactor | None = None) -> None:
         self._db = db
-        self._redactor = redactor or Redactor.from_settings(get_settings())
+        self._given_redactor = redactor
+
+    @property
+    def _redactor(self) -> Redactor:
+        if self._given_redactor is None:
+            raise TypeError("this ExecutionRepository writes text and was given no redactor")
+        return self._given_redactor
 
     def create(
         self,

@@ -23,14 +23,13 @@ from services.db.evidence import RecordedCalls, record_tool_call, recorded_envel
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.settings import get_settings
 
 
 class DbIdempotencyStore:
-    def __init__(self, db: Database, redactor: Redactor | None = None, *,
+    def __init__(self, db: Database, redactor: Redactor, *,
                  journal: DbEventSink | None = None) -> None:
         self._db = db
-        self._redactor = redactor or Redactor.from_settings(get_settings())
+        self._redactor = redactor
         self._journal = journal
         self._recorded = RecordedCalls(db)
 

@@ -7,7 +7,10 @@ says only whether one is set.
 
 Environment first: ``STUDIO_GITHUB_TOKEN``, ``STUDIO_GITHUB_API_URL`` and
 ``STUDIO_GITHUB_GIT_ORIGINS`` (when set) win over the stored values, which win over the defaults
-(the git origins default to those the API URL implies: :mod:`services.repos.origins`).
+(the git origins default to those the API URL implies). This module stores and reads the rows;
+what the git origins mean (their normalization, their resolution) is the repository layer's:
+:class:`services.repos.integration_store.IntegrationStore` is this repository with the origins
+understood, and the one the rest of the backend uses for them.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from sqlalchemy.exc import ProgrammingError
 from services.db.models import Integration
 from services.db.session import Database
 from services.execution.errors import ConfigError
-from services.repos.origins import GitOrigins, parse_origin
 from services.settings import StudioSettings
 
 if TYPE_CHECKING:  # cryptography is loaded when a secret is encrypted or decrypted
@@ -63,10 +65,10 @@ class IntegrationRepository:
 
     def set_github(self, *, api_url: str | None, token: SecretStr | None,
                    git_origins: list[str] | None = None) -> None:
-        """Store the API URL, the token (encrypted) and/or the git origins (normalized; an empty
-        list clears them); ``None`` leaves a value unchanged."""
-        origins = None if git_origins is None else sorted({parse_origin(o, "--git-origins")
-                                                           for o in git_origins})
+        """Store the API URL, the token (encrypted) and/or the git origins (as given: the
+        caller normalizes them, :class:`services.repos.integration_store.IntegrationStore`; an
+        empty list clears them); ``None`` leaves a value unchanged."""
+        origins = git_origins
         encrypted = None
         if token is not None:
             encrypted = fernet_for(self._settings.secret_key).encrypt(
@@ -127,12 +129,12 @@ class IntegrationRepository:
         stored = tuple(row.git_origins or ()) if row is not None else ()
         return GithubIntegration(api_url, token, url_source, token_source, stored)
 
-    def git_origins(self) -> GitOrigins:
-        """Where the integration's token may be sent (environment, database, API URL)."""
+    def origin_inputs(self) -> tuple[str, list[str]]:
+        """The effective API URL and the stored git origins (what the origins are resolved
+        from, with ``STUDIO_GITHUB_GIT_ORIGINS``)."""
         row = self._row()
         api_url, _ = self._api_url(row)
-        stored = (row.git_origins or []) if row is not None else []
-        return GitOrigins.resolve(self._settings.github_git_origins, stored, api_url)
+        return api_url, list((row.git_origins or []) if row is not None else [])
 
     def _token(self, row: Integration | None) -> tuple[SecretStr | None, Source]:
         if self._settings.github_token is not None:
@@ -151,7 +153,8 @@ class IntegrationRepository:
         return SecretStr(plain.decode()), "database"
 
     def describe(self) -> list[dict[str, Any]]:
-        """Every integration without secrets: kind, API URL, whether a token is set, sources.
+        """Every integration without secrets: kind, API URL, whether a token is set, sources
+        (the git origins join in :class:`services.repos.integration_store.IntegrationStore`).
 
         Nothing is decrypted here, so it works without ``STUDIO_SECRET_KEY``.
         """
@@ -162,9 +165,7 @@ class IntegrationRepository:
             token_source = "environment"
         elif row is not None and self._stored_token() is not None:
             token_source = "database"
-        origins = self.git_origins()
         return [{
             "kind": GITHUB, "api_url": api_url, "api_url_source": url_source,
             "token_set": token_source != "none", "token_source": token_source,
-            "git_origins": sorted(origins.origins), "git_origins_source": origins.source,
         }]

@@ -28,8 +28,8 @@ Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop co
 step), their statements built once with bound parameters.
 
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
-redacted before it is stored (by default with ``Redactor.from_settings(get_settings())``), its large
-strings once per execution (:mod:`services.db.blobs`).
+redacted before it is stored, with the redactor the caller gives (the run's own: there is no
+default), its large strings once per execution (:mod:`services.db.blobs`).
 When a lease epoch is given, a write from a process whose epoch is no longer the execution's
 raises :class:`StaleLease` and writes nothing (the deferred writes included).
 """
@@ -51,7 +51,6 @@ from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.errors import ExecutionError
 from services.execution.ports import AgentEvent, AgentEventKind, EventSink
-from services.settings import get_settings
 
 
 class StaleLease(ExecutionError):
@@ -88,11 +87,11 @@ class PendingWrite(Protocol):
 
 class DbEventSink:
     def __init__(
-        self, db: Database, redactor: Redactor | None = None, *, lease_epoch: int | None = None,
+        self, db: Database, redactor: Redactor, *, lease_epoch: int | None = None,
         buffered: bool = False, max_pending: int = MAX_PENDING,
     ) -> None:
         self._db = db
-        self._redactor = redactor or Redactor.from_settings(get_settings())
+        self._redactor = redactor
         self._lease_epoch = lease_epoch
         self._buffered = buffered
         self._max_pending = max_pending

@@ -40,7 +40,7 @@ from sqlalchemy.orm import sessionmaker
 from services.db import migrate
 from services.db.connection_loss import rerun, wait_for_reconnects
 from services.execution.errors import ConfigError
-from services.settings import StudioSettings, get_settings
+from services.settings import StudioSettings
 from services.telemetry.instrumentation import instrument_sqlalchemy
 
 SQLITE_BUSY_TIMEOUT_MS = 30_000
@@ -221,13 +221,12 @@ def _migrate_sqlite(engine: Engine) -> None:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
-def open_database(settings: StudioSettings | None = None, *, check: bool = True) -> Database:
+def open_database(settings: StudioSettings, *, check: bool = True) -> Database:
     """Open the configured database; migrate it if it is the embedded SQLite file.
 
     With ``check`` (the default), a PostgreSQL database that is not at the head revision raises
     :class:`ConfigError`. ``studio db upgrade`` opens with ``check=False``.
     """
-    settings = settings or get_settings()
     engine = create_db_engine(resolve_url(settings))
     if engine.dialect.name == "sqlite":
         _migrate_sqlite(engine)

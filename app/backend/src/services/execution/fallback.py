@@ -56,6 +56,23 @@ def resume_position(chain: Sequence[ModelChoice],
     return min(position, max(len(chain) - 1, 0))
 
 
+@dataclass(frozen=True)
+class ModelPlan:
+    """The model the run starts with and the fallback behind it."""
+
+    first: ModelChoice
+    fallback: ModelFallback | None
+
+
+def model_plan(chain: Sequence[ModelChoice], events: Sequence[tuple[str, dict[str, Any]]],
+               build: Callable[[ModelChoice], Engine]) -> ModelPlan:
+    """Where a run starts in ``chain`` (after the journal's last fallback) and the rest."""
+    start = resume_position(chain, events)
+    rest = list(chain[start + 1:])
+    return ModelPlan(chain[start],
+                     ModelFallback(rest, build, offset=start) if rest or start else None)
+
+
 def _clip(text: str, limit: int = _PART_MAX_CHARS) -> str:
     return text if len(text) <= limit else text[:limit] + " [... truncated]"
 

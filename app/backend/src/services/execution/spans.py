@@ -15,6 +15,7 @@ from typing import Any
 
 from services.execution.messages import Message, ModelResponse, ToolCall
 from services.execution.outcomes import RunResult
+from services.execution.providers.profiles import telemetry_name
 from services.execution.tool_domains.context import ToolDomainContext
 from services.telemetry import genai
 from services.telemetry.tracing import Attributes, SpanLike
@@ -25,7 +26,7 @@ ContentFilter = Callable[[str], str]
 def agent_attributes(ctx: ToolDomainContext, provider: str, model: str,
                      cycle: int) -> Attributes:
     return {
-        genai.OPERATION: "invoke_agent", genai.PROVIDER: genai.provider_name(provider),
+        genai.OPERATION: "invoke_agent", genai.PROVIDER: telemetry_name(provider),
         genai.AGENT_NAME: genai.AGENT, genai.REQUEST_MODEL: model,
         genai.STUDIO_PROVIDER: provider, genai.EXECUTION_ID: ctx.execution_id,
         genai.CYCLE: cycle, genai.REQUEST_ID: ctx.request_id,
@@ -36,7 +37,7 @@ def agent_attributes(ctx: ToolDomainContext, provider: str, model: str,
 def chat_attributes(ctx: ToolDomainContext, provider: str, model: str,
                     cycle: int) -> Attributes:
     return {
-        genai.OPERATION: "chat", genai.PROVIDER: genai.provider_name(provider),
+        genai.OPERATION: "chat", genai.PROVIDER: telemetry_name(provider),
         genai.REQUEST_MODEL: model, genai.EXECUTION_ID: ctx.execution_id, genai.CYCLE: cycle,
     }
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from services.composition import configured_auth_modes
 from services.execution.errors import ConfigError
 from services.execution.providers import cloud_auth
 from services.execution.providers.cloud_auth import AuthMode
@@ -30,11 +31,8 @@ _POD_PROVIDED = frozenset({cloud_auth.WEB_IDENTITY_TOKEN_FILE, cloud_auth.CREDEN
 
 
 def settings_modes(settings: StudioSettings) -> dict[str, AuthMode]:
-    return {
-        "claude": cloud_auth.auth_mode("claude", settings.claude_auth.value),
-        "gemini": cloud_auth.auth_mode("gemini", settings.gemini_auth.value),
-        "codex": cloud_auth.auth_mode("codex", settings.codex_auth.value),
-    }
+    """Each provider's configured auth mode (from the provider profiles, as the engine's)."""
+    return configured_auth_modes(settings)
 
 
 @dataclass(frozen=True)

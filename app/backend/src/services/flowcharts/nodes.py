@@ -20,6 +20,7 @@ from services.composition import command_sandbox
 from services.db.executions import ExecutionRepository
 from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
+from services.db.redaction import Redactor
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
 from services.db.session import Database
 from services.execution.agent_profile import primary_model
@@ -69,7 +70,8 @@ class NodeRunner:
     def __init__(self, db: Database, settings: StudioSettings) -> None:
         self.db = db
         self.settings = settings
-        self.executions = ExecutionRepository(db)
+        self.redactor = Redactor.from_settings(settings)
+        self.executions = ExecutionRepository(db, self.redactor)
 
     def resolve_workspace(self, job: NodeJob) -> NodeJob:
         """``job`` with its node's workspace resolved and checked, once, as the node starts:
@@ -171,7 +173,7 @@ class NodeRunner:
             correlation_id=execution_id, sandbox=command_sandbox(self.settings),
             stop_requested=cancel,
         )
-        dispatcher = Dispatcher(default_registry(), DbIdempotencyStore(self.db))
+        dispatcher = Dispatcher(default_registry(), DbIdempotencyStore(self.db, self.redactor))
         call = dispatcher.normalize(f"node-{job.node.id}", "command_run", args)
         envelope = dispatcher.dispatch(call, ctx)
         if cancel.seen:  # the run was cancelled: the command was killed mid-way

@@ -34,6 +34,7 @@ from services.db.flowcharts import (
 from services.db.mcp_servers import McpServerRepository
 from services.db.models import FlowchartRun, FlowchartRunNode
 from services.db.pauses import PauseStore, killswitch_engaged
+from services.db.redaction import Redactor
 from services.db.session import Database, Session
 from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.errors import ErrorCode, StudioError
@@ -71,7 +72,7 @@ class FlowchartRunService:
         self.settings = settings
         self.dispatch: NodeDispatch = dispatch or self.run_node
         self.flowcharts = FlowchartRepository(db)
-        self.executions = ExecutionRepository(db)
+        self.executions = ExecutionRepository(db, Redactor.from_settings(settings))
 
     # -- public -----------------------------------------------------------------------------
 

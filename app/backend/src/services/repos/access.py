@@ -16,9 +16,9 @@ operation of the execution asks for its environment.
 
 from __future__ import annotations
 
-from services.db.integrations import IntegrationRepository
 from services.db.session import Database
 from services.repos.hosts import HostPolicy, Resolver, resolve
+from services.repos.integration_store import IntegrationStore
 from services.repos.origins import GitOrigins, IntegrationGitAuth
 from services.repos.urls import ValidatedRepo, validate_repo_url
 from services.settings import StudioSettings
@@ -52,7 +52,7 @@ def check_new_execution(db: Database, settings: StudioSettings, repo_url: str, *
     repo = validate_repo_url(repo_url, from_api=not allow_local)
     if repo.local:
         return
-    integration = IntegrationRepository(db, settings)
+    integration = IntegrationStore(db, settings)
     has_token = bool(integration.describe()[0]["token_set"])
     _checked_hosts(settings, integration.git_origins(), has_token, repo=repo,
                    pull_request=pull_request, allow_local=allow_local, resolver=resolver)

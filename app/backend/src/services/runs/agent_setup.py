@@ -9,7 +9,8 @@
 - Tools: the native domains and the MCP tools, restricted to the agent's role
   (:func:`services.execution.roles.restrict`).
 - Models: the first of the agent's ``models`` (after the last recorded fallback, for a resumed
-  execution) builds the engine; the rest wait in a :class:`ModelFallback`.
+  execution) builds the engine; the rest wait in a :class:`ModelFallback`
+  (:func:`services.execution.fallback.model_plan`, which touches no database).
 - What is recorded on the execution's settings snapshot (:func:`agent_snapshot`): the profile
   and the price overrides in force, so ``studio executions show`` says what the run was given.
 """
@@ -17,8 +18,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import SecretStr
@@ -26,9 +26,8 @@ from pydantic import SecretStr
 from services.db.mcp_servers import McpServerRepository, secret_values
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.execution.agent_profile import AgentProfile, ModelChoice
+from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ConfigError, ErrorCode
-from services.execution.fallback import Engine, ModelFallback, resume_position
 from services.execution.mcp.config import McpConfig, load_mcp_config, parse_mcp_config
 from services.settings import StudioSettings
 
@@ -83,20 +82,3 @@ def agent_mcp_config(settings: StudioSettings, stored: McpConfig | None) -> McpC
     if stored is not None:
         servers.update(stored.servers)
     return McpConfig(servers=servers) if servers else None
-
-
-@dataclass(frozen=True)
-class ModelPlan:
-    """The model the run starts with and the fallback behind it."""
-
-    first: ModelChoice
-    fallback: ModelFallback | None
-
-
-def model_plan(chain: Sequence[ModelChoice], events: Sequence[tuple[str, dict[str, Any]]],
-               build: Callable[[ModelChoice], Engine]) -> ModelPlan:
-    """Where a run starts in ``chain`` (after the journal's last fallback) and the rest."""
-    start = resume_position(chain, events)
-    rest = list(chain[start + 1:])
-    return ModelPlan(chain[start],
-                     ModelFallback(rest, build, offset=start) if rest or start else None)

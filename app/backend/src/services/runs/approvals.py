@@ -72,7 +72,7 @@ class DbApprovalGate(ApprovalGate):
     """An :class:`ApprovalGate` whose approvals are recorded and can make a call wait."""
 
     def __init__(self, policy: ApprovalPolicy, db: Database, execution_id: str, *,
-                 timeout_s: float, redactor: Redactor | None = None,
+                 timeout_s: float, redactor: Redactor,
                  can_wait: bool = True) -> None:
         super().__init__(policy)
         self.db = db
@@ -144,7 +144,7 @@ def _past(expires_at: str | None) -> bool:
 
 
 def approval_gate(db: Database, settings: StudioSettings, execution_id: str,
-                  policy: dict[str, str] | None, redactor: Redactor | None = None, *,
+                  policy: dict[str, str] | None, redactor: Redactor, *,
                   can_wait: bool = True) -> DbApprovalGate | None:
     """The gate of an execution with a policy (validated again: it was recorded validated),
     ``None`` without one."""
@@ -168,7 +168,7 @@ def paused_for_approval(events: list[tuple[str, dict[str, Any]]]) -> bool:
 
 def decide_approval(db: Database, execution_id: str, approval_id: str, decision: str, *,
                     by: str, reason: str | None, dispatch: Dispatch | None,
-                    redactor: Redactor | None = None,
+                    redactor: Redactor,
                     dispatch_node: NodeDispatch | None = None,
                     resend_after_s: float = 0.0) -> Decided:
     """Decide one approval: the decision is stored, journalled (``approval_decided``) and, when
@@ -215,8 +215,11 @@ def expire_approvals(db: Database, dispatch: Dispatch | None, *, limit: int = 10
                                                               execution_id=execution_id):
         log.warning("approval %s of execution %s timed out: denied", approval_id, waiting)
         try:
+            # the timeout's own texts and the approval's stored (redacted) fields: nothing new
+            # to redact
             decided = decide_approval(db, waiting, approval_id, "deny", by=TIMEOUT_DECIDER,
                                       reason=TIMEOUT_REASON, dispatch=dispatch,
+                                      redactor=Redactor(),
                                       dispatch_node=dispatch_node,
                                       resend_after_s=resend_after_s)
         except ExecutionError:  # decided meanwhile by a person: theirs wins

@@ -90,7 +90,7 @@ from services.runs.results import (
     recorded_run,
 )
 from services.runs.setup_phase import blocked_note, controlled_phases
-from services.settings import StudioSettings, get_settings
+from services.settings import StudioSettings
 from services.telemetry import record, tracing
 
 log = logging.getLogger(__name__)
@@ -421,7 +421,7 @@ class DurableRun:
             message=finalized.note if finalized else "")
 
 
-def execute_execution(execution_id: str, *, settings: StudioSettings | None = None,
+def execute_execution(execution_id: str, *, settings: StudioSettings,
                       db: Database | None = None, sinks: Sequence[EventSink] = (),
                       owner: str | None = None, keep_workspace: bool = False,
                       on_lapse: LapseHandler | None = None) -> ExecutionOutcome:
@@ -429,7 +429,6 @@ def execute_execution(execution_id: str, *, settings: StudioSettings | None = No
 
     ``on_lapse`` is called when the lease could not be renewed in time (see
     :class:`~services.runs.leases.Heartbeat`). Raises ``UnknownExecution`` for an unknown id."""
-    settings = settings or get_settings()
     own_db = db is None
     database = db or open_database(settings)
     try:

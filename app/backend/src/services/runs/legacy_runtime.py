@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from services.db.redaction import Redactor
-from services.execution.errors import ConfigError, ErrorCode, ExecutionError
+from services.execution.errors import ConfigError
 from services.execution.legacy.claude_code import ClaudeCodeCli
 from services.execution.legacy.cli import CliAdapter
 from services.execution.legacy.codex_cli import CodexCli
@@ -33,7 +33,8 @@ from services.execution.ports import EventSink
 from services.execution.pricing import PriceTable
 from services.execution.providers.claude_env import bundled_cli_path
 from services.execution.providers.cloud_auth import auth_mode
-from services.execution.providers.profiles import DEFAULT_MODELS
+from services.execution.providers.profiles import legacy_refusal as legacy_refusal
+from services.execution.providers.profiles import model_or_default
 from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.runs.loop import LoopInputs, LoopWiring, RedactingSink, redact_files
@@ -104,16 +105,6 @@ def runtime_choice(snapshot: Mapping[str, Any]) -> RuntimeChoice:
     return RuntimeChoice(SDK_RUNTIME if value else LEGACY_RUNTIME, value, str(cutover["source"]))
 
 
-def legacy_refusal(provider: str) -> ExecutionError | None:
-    """Why ``provider`` cannot run on the legacy runtime, else ``None``."""
-    if provider in LEGACY_CLIS:
-        return None
-    return ExecutionError(
-        f"agent runtime cutover is off and provider {provider!r} has no agent CLI in the "
-        f"legacy runtime (available: {', '.join(sorted(LEGACY_CLIS))})",
-        code=ErrorCode.UNSUPPORTED_CAPABILITY)
-
-
 def cli_home(settings: StudioSettings, execution_id: str) -> Path:
     """The CLI's private home (its own state) for one execution."""
     return settings.data_dir / "legacy" / execution_id / "home"
@@ -136,7 +127,7 @@ def run_legacy(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainCont
         prices=PriceTable(settings.model_prices),  # STUDIO_MODEL_PRICES, as the loop
         sink=FanOutSink([wiring.journal, *(RedactingSink(s, redactor) for s in [
             *sinks, LogSink(inputs.provider, ctx.request_id, ctx.correlation_id)])]))
-    model = inputs.model or DEFAULT_MODELS[inputs.provider]
+    model = model_or_default(inputs.provider, inputs.model)
     try:
         return LegacyRunner(cli, model, home, deps).run(inputs.prompt)
     finally:

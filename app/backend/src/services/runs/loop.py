@@ -33,6 +33,7 @@ from services.db.step_reads import StepReads
 from services.execution.agent_profile import AgentProfile, ModelChoice
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.approvals import ApprovalGate
+from services.execution.fallback import ModelPlan, model_plan
 from services.execution.guards import AgentLimits
 from services.execution.mcp.config import McpConfig
 from services.execution.messages import Message
@@ -53,13 +54,12 @@ from services.execution.sinks import FanOutSink, LogSink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
 from services.execution.tool_domains.registry import default_registry
-from services.runs.agent_setup import ModelPlan, agent_mcp_config, model_plan
+from services.runs.agent_setup import agent_mcp_config
 from services.runs.file_redaction import redact_tree
 from services.runs.mcp_confinement import confinement, report_failures
 from services.settings import (
     StudioSettings,
     capture_message_content,
-    get_settings,
     mcp_base_environment,
 )
 
@@ -279,9 +279,9 @@ def execution_sandbox(ctx: ToolDomainContext, sink: EventSink,
 class RedactingSink:
     """Hands events on with every known secret replaced (live output is a log too)."""
 
-    def __init__(self, sink: EventSink, redactor: Redactor | None = None) -> None:
+    def __init__(self, sink: EventSink, redactor: Redactor) -> None:
         self.sink = sink
-        self.redactor = redactor or Redactor.from_settings(get_settings())
+        self.redactor = redactor
 
     def emit(self, event: AgentEvent) -> None:
         self.sink.emit(replace(event, data=self.redactor.data(dict(event.data))))

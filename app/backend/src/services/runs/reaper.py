@@ -39,6 +39,7 @@ from services.db.execution_logins import drop_expired_logins
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.leases import LeaseStore
+from services.db.redaction import Redactor
 from services.db.retention import prune_finished
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, DatabaseError
@@ -105,7 +106,8 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
         return
     message = f"gave up after {attempts} attempts: each one lost its process"
     log.warning("reaper: execution %s %s", execution_id, message)
-    DbEventSink(db, lease_epoch=epoch).emit(AgentEvent(
+    # the reaper's own text: nothing to redact
+    DbEventSink(db, Redactor(), lease_epoch=epoch).emit(AgentEvent(
         AgentEventKind.FINISHED, execution_id, 0,
         {"execution_id": execution_id, "outcome": "error", "status": ExecutionStatus.FAILED.value,
          "error": {"code": ErrorCode.SUBSTRATE_ERROR.value, "message": message}}))

@@ -21,9 +21,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.composition import DEFAULT_MODELS
 from services.db.executions import ExecutionRepository
-from services.db.integrations import IntegrationRepository
 from services.db.models import NodeExecution
 from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
@@ -32,7 +30,9 @@ from services.db.session import Database
 from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
+from services.execution.providers.profiles import model_or_default
 from services.repos.access import check_new_execution, repository_access
+from services.repos.integration_store import IntegrationStore
 from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPort
 from services.repos.urls import ValidatedRepo, github_repo_from_url
 from services.repos.workspaces import slugify
@@ -131,7 +131,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
     snapshot.update(agent_snapshot(db, settings, request.profile))
     return ExecutionRepository(db, redactor).create(
         provider=request.provider,
-        model=request.model or DEFAULT_MODELS.get(request.provider, ""),
+        model=model_or_default(request.provider, request.model),
         prompt=request.prompt, repo_url=request.repo_url,
         base_branch=request.base_branch if repository else None,
         workspace=str(request.workspace) if request.workspace is not None else None,
@@ -157,7 +157,7 @@ class GithubWiring:
 
 def resolve_token(db: Database, settings: StudioSettings) -> tuple[str | None, str]:
     """The GitHub token (environment, then the stored integration) and the API URL."""
-    github = IntegrationRepository(db, settings).github()
+    github = IntegrationStore(db, settings).github()
     token = github.token.get_secret_value() if github.token is not None else None
     return token, github.api_url
 
@@ -170,7 +170,7 @@ def github_wiring(db: Database, settings: StudioSettings, request: ExecutionRequ
     token, api_url = resolve_token(db, settings)
     if repo.local or repo.origin is None:
         return GithubWiring(token, None, None)
-    origins = IntegrationRepository(db, settings).git_origins()
+    origins = IntegrationStore(db, settings).git_origins()
     auth = repository_access(settings, origins, token, repo=repo,
                              pull_request=request.pull_request, allow_local=request.allow_local)
     if token is None or not request.pull_request:

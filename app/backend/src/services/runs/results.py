@@ -19,7 +19,8 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
-from services.runs.legacy_runtime import legacy_refusal, runtime_choice
+from services.execution.providers.profiles import legacy_refusal
+from services.runs.legacy_runtime import runtime_choice
 
 FINAL_STATUS = {
     Outcome.CANCELLED: ExecutionStatus.CANCELLED,

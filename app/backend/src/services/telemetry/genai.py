@@ -38,11 +38,7 @@ OUTCOME = "studio.outcome"
 
 AGENT = "studio"
 
-# Studio's provider names as the conventions' well-known ``gen_ai.provider.name`` values.
-_PROVIDERS = {"codex": "openai", "gemini": "gcp.gemini", "claude": "anthropic"}
-
-
-def provider_name(provider: str) -> str:
-    """``gen_ai.provider.name`` of a Studio provider (``replay`` and others: ``studio.<name>``)."""
-    return _PROVIDERS.get(provider, f"studio.{provider}")
+# A provider's ``gen_ai.provider.name`` (the conventions' well-known value: ``openai``,
+# ``gcp.gemini``, ``anthropic``) is a fact of its profile:
+# services.execution.providers.profiles.telemetry_name.
 

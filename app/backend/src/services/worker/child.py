@@ -23,11 +23,11 @@ import logging
 
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
-from services.db.integrations import IntegrationRepository
 from services.db.session import open_database
 from services.execution.errors import ErrorCode
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
+from services.repos.integration_store import IntegrationStore
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 from services.telemetry import tracing
 from services.worker.handed import handed_secrets
@@ -72,7 +72,7 @@ def _on_integration_origin(settings: StudioSettings, execution_id: str) -> bool:
     try:
         row = ExecutionRepository(db).get(execution_id)
         repo_url = row.repo_url if row is not None else None
-        return bool(repo_url) and IntegrationRepository(db, settings).git_origins().allows(
+        return bool(repo_url) and IntegrationStore(db, settings).git_origins().allows(
             repo_url or "")
     finally:
         db.dispose()

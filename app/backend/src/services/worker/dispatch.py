@@ -26,7 +26,7 @@ from kombu.exceptions import KombuError
 
 from services.db.leases import LeaseStore
 from services.db.session import Database, open_database, resolve_url
-from services.settings import StudioSettings, get_settings
+from services.settings import StudioSettings
 from services.worker.admission import Admission
 from services.worker.celery_config import configured_celery
 from services.worker.handlers import handle_execute_node
@@ -87,10 +87,9 @@ def stamping_database(settings: StudioSettings) -> Database:
         return _databases[key]
 
 
-def dispatch_execution(execution_id: str,
-                       settings: StudioSettings | None = None) -> Admission | None:
+def dispatch_execution(execution_id: str, settings: StudioSettings) -> Admission | None:
     """Run ``execution_id`` through a worker (broker configured) or in this process (no broker)."""
-    return Dispatcher(settings or get_settings())(execution_id)
+    return Dispatcher(settings)(execution_id)
 
 
 BROKER_UNREACHABLE = (KombuError, OSError)
@@ -98,8 +97,7 @@ BROKER_UNREACHABLE = (KombuError, OSError)
 connection errors in its ``OperationalError``)."""
 
 
-def dispatch_or_defer(execution_id: str,
-                      settings: StudioSettings | None = None) -> Admission | None:
+def dispatch_or_defer(execution_id: str, settings: StudioSettings) -> Admission | None:
     """:func:`dispatch_execution`, except that a broker that cannot be reached (down, being
     restarted) defers the execution instead of failing the caller: it is recorded and stamped
     dispatched, so a reaper sends it once it has stayed queued ``queued_timeout_s``. Answers

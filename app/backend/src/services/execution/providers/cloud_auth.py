@@ -28,13 +28,16 @@ from dataclasses import dataclass, field
 from services.execution.errors import ConfigError
 
 API_KEY = "api_key"
-SETTINGS: Mapping[str, str] = {
-    "claude": "STUDIO_CLAUDE_AUTH", "gemini": "STUDIO_GEMINI_AUTH", "codex": "STUDIO_CODEX_AUTH",
-}
 WEB_IDENTITY_AUDIENCE = "sts.amazonaws.com"
 WEB_IDENTITY_TOKEN_FILE = "AWS_WEB_IDENTITY_TOKEN_FILE"
 ROLE_ARN = "AWS_ROLE_ARN"
 CREDENTIALS_FILE = "GOOGLE_APPLICATION_CREDENTIALS"
+
+
+def setting_name(provider: str) -> str:
+    """The setting that picks ``provider``'s auth mode: ``STUDIO_<PROVIDER>_AUTH`` (the
+    ``<provider>_auth`` field of the settings; the provider profile states it)."""
+    return f"STUDIO_{provider.upper()}_AUTH"
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ class AuthMode:
 
     @property
     def setting(self) -> str:
-        return SETTINGS[self.provider]
+        return setting_name(self.provider)
 
     @property
     def names(self) -> frozenset[str]:
@@ -170,7 +173,7 @@ def auth_mode(provider: str, name: str | None) -> AuthMode:
         raise ConfigError(f"provider {provider!r} has no auth modes")
     found = modes.get(name or API_KEY)
     if found is None:
-        raise ConfigError(f"{SETTINGS[provider]}: unknown auth mode; choose one of "
+        raise ConfigError(f"{setting_name(provider)}: unknown auth mode; choose one of "
                           f"{', '.join(modes)}")
     return found
 
@@ -228,5 +231,5 @@ def value_problem(name: str, value: str) -> str | None:
 def modes_in(environ: Mapping[str, str]) -> dict[str, AuthMode]:
     """Each provider's mode as the ``STUDIO_*_AUTH`` values of ``environ`` name them (what a
     child given this environment will use); unset: the API key."""
-    return {provider: auth_mode(provider, environ.get(setting, "").strip() or None)
-            for provider, setting in SETTINGS.items()}
+    return {provider: auth_mode(provider, environ.get(setting_name(provider), "").strip() or None)
+            for provider in MODES}

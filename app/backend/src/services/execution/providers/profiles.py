@@ -3,7 +3,13 @@
 One :class:`ProviderProfile` per provider, in :data:`PROFILES` (the order ``studio providers``
 prints). A profile holds a provider's facts as data:
 
-- ``default_model``: the model used when a run names none;
+- ``default_model``: the model used when a run names none (:func:`model_or_default`);
+- ``auth_setting``: the setting that picks its auth mode (``STUDIO_<PROVIDER>_AUTH``, the
+  ``<provider>_auth`` field of the settings) and ``auth_modes``, the modes it offers
+  (:mod:`.cloud_auth`); ``None`` and none for a provider without credentials (replay);
+- ``legacy_cli``: whether the legacy runtime (agent runtime cutover off) has an agent CLI for it
+  (:func:`legacy_refusal` answers the refusal of the others);
+- ``telemetry_name``: its ``gen_ai.provider.name`` in traces (:func:`telemetry_name`);
 - ``tool_schema``: how a tool's neutral JSON Schema is sent, one of :mod:`.schema_profiles`
   (OpenAI strict for ``codex``, the Gemini subset for ``gemini``, the schema as is for ``claude``);
   the adapter's wire module applies the same function (a unit test compares them);
@@ -16,7 +22,10 @@ prints). A profile holds a provider's facts as data:
 - ``needs_script``: the run needs a scripted trajectory (replay).
 
 The composition root looks providers up here (:func:`provider_profile`) instead of switching on
-their names. A new provider is an adapter module plus one profile below.
+their names; the API's provider type, the auth maps of the composition root and of the
+executors, and every default model are derived from these profiles (a unit test checks that the
+settings' auth enums and the legacy runtime's CLIs agree with them). A new provider is an adapter
+module plus one profile below.
 """
 
 from __future__ import annotations
@@ -30,9 +39,16 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from services.execution.errors import ConfigError
+from services.execution.errors import ConfigError, ErrorCode, ExecutionError
 from services.execution.ports import ModelClient, SelfDrivingEngine
-from services.execution.providers.cloud_auth import API_KEY, AuthMode, auth_mode, check_mode
+from services.execution.providers.cloud_auth import (
+    API_KEY,
+    MODES,
+    AuthMode,
+    auth_mode,
+    check_mode,
+    setting_name,
+)
 from services.execution.providers.schema_profiles import (
     Schema,
     anthropic,
@@ -177,7 +193,24 @@ class ProviderProfile:
     tool_schema: Callable[[Schema], Schema]
     capabilities: ProviderCapabilities
     build: Callable[[EngineSpec], Engine]
+    telemetry_name: str
     needs_script: bool = False
+    legacy_cli: bool = False
+
+    @property
+    def auth_modes(self) -> Mapping[str, AuthMode]:
+        """The auth modes the provider offers, by name (none: it takes no credentials)."""
+        return MODES.get(self.name, {})
+
+    @property
+    def auth_setting(self) -> str | None:
+        """``STUDIO_<PROVIDER>_AUTH``, the setting that picks one of :attr:`auth_modes`."""
+        return setting_name(self.name) if self.auth_modes else None
+
+    @property
+    def auth_field(self) -> str | None:
+        """The settings field of :attr:`auth_setting` (``claude_auth``)."""
+        return f"{self.name}_auth" if self.auth_modes else None
 
 
 def _cloud_mode(provider: str, spec: EngineSpec) -> AuthMode:
@@ -239,6 +272,7 @@ def _build_replay(spec: EngineSpec) -> Engine:
 PROFILES: Mapping[str, ProviderProfile] = {
     "codex": ProviderProfile(
         name="codex", default_model="gpt-5.1", tool_schema=openai_strict, build=_build_codex,
+        telemetry_name="openai", legacy_cli=True,
         capabilities=ProviderCapabilities(
             provider="codex", sdk="openai", wire="OpenAI Responses (chat mode: Chat Completions)",
             chat_mode=True, base_url_env="OPENAI_BASE_URL",
@@ -246,6 +280,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     ),
     "gemini": ProviderProfile(
         name="gemini", default_model="gemini-2.5-pro", tool_schema=gemini, build=_build_gemini,
+        telemetry_name="gcp.gemini", legacy_cli=True,
         capabilities=ProviderCapabilities(
             provider="gemini", sdk="google-genai", wire="Gemini generateContent",
             thought_signature=True, base_url_env="GOOGLE_GEMINI_BASE_URL",
@@ -253,7 +288,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     ),
     "claude": ProviderProfile(
         name="claude", default_model="claude-sonnet-4-5", tool_schema=anthropic,
-        build=_build_claude,
+        build=_build_claude, telemetry_name="anthropic", legacy_cli=True,
         capabilities=ProviderCapabilities(
             provider="claude", sdk="claude-agent-sdk (bundled Claude Code CLI)",
             wire="Anthropic Messages (SSE)", streaming=True, self_driving_loop=True,
@@ -262,7 +297,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     ),
     "replay": ProviderProfile(
         name="replay", default_model="replay", tool_schema=neutral, build=_build_replay,
-        needs_script=True,
+        telemetry_name="studio.replay", needs_script=True,
         capabilities=ProviderCapabilities(
             provider="replay", sdk="none (a scripted trajectory)", wire=None,
             guards=REPLAY_GUARDS,
@@ -282,6 +317,35 @@ def provider_profile(name: str) -> ProviderProfile:
     if found is None:
         raise ConfigError(f"unknown provider {name!r}; choose one of {', '.join(PROVIDERS)}")
     return found
+
+
+def model_or_default(provider: str, model: str | None) -> str:
+    """The model a run of ``provider`` uses: ``model`` when named, else the provider's default
+    (``""`` for an unknown provider, which is refused where its engine is built)."""
+    if model:
+        return model
+    found = PROFILES.get(provider)
+    return found.default_model if found is not None else ""
+
+
+def telemetry_name(provider: str) -> str:
+    """``gen_ai.provider.name`` of a provider (one without a profile: ``studio.<name>``)."""
+    found = PROFILES.get(provider)
+    return found.telemetry_name if found is not None else f"studio.{provider}"
+
+
+#: The providers the legacy runtime has an agent CLI for, in the registry's order.
+LEGACY_PROVIDERS: tuple[str, ...] = tuple(name for name, p in PROFILES.items() if p.legacy_cli)
+
+
+def legacy_refusal(provider: str) -> ExecutionError | None:
+    """Why ``provider`` cannot run on the legacy runtime (no agent CLI there), else ``None``."""
+    if provider in LEGACY_PROVIDERS:
+        return None
+    return ExecutionError(
+        f"agent runtime cutover is off and provider {provider!r} has no agent CLI in the "
+        f"legacy runtime (available: {', '.join(sorted(LEGACY_PROVIDERS))})",
+        code=ErrorCode.UNSUPPORTED_CAPABILITY)
 
 
 #: The adapter module each builder imports (and with it the provider's SDK).
