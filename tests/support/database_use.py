@@ -3,13 +3,12 @@ statement still reaches the real database).
 
 :func:`database_use` listens on the :class:`~sqlalchemy.engine.Engine` class, so it sees every
 engine created while it listens, however the code under test opens it: the engines that
-connected (one per ``open_database``, told apart by their connection pools), the schema checks (statements on ``alembic_version``) and
-the statements read from a given table.
+connected (one per ``open_database``, told apart by their connection pools), the schema checks
+(statements on ``alembic_version``) and the ``SELECT`` statements of a given shape.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -37,10 +36,10 @@ class DatabaseUse:
     def schema_checks(self) -> int:
         return sum("alembic_version" in s for s in self.statements)
 
-    def reads_from(self, table: str) -> int:
-        """How many ``SELECT`` statements read ``table`` (as their ``FROM``)."""
-        pattern = re.compile(rf"^\s*SELECT\b.*\bFROM\s+{re.escape(table)}\b", re.S | re.I)
-        return sum(bool(pattern.search(s)) for s in self.statements)
+    def selects(self, *fragments: str) -> int:
+        """How many ``SELECT`` statements hold every one of ``fragments``."""
+        return sum(1 for s in self.statements if s.lstrip().upper().startswith("SELECT")
+                   and all(fragment in s for fragment in fragments))
 
 
 @contextmanager
