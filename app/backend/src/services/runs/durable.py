@@ -206,7 +206,7 @@ class DurableRun:
                         run = self._loop(row, request, ws, loop_ctx, events)
                     except PauseRun as pause:  # a call waits for a person: no lease meanwhile
                         return self._await_approval(pause, ws.branch)
-            self._read_journal()  # what the loop wrote: finalization reads it
+            self.events = None  # the loop wrote more: read again once something needs it
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
             return self._pause(ws.branch, run)
         finalized = None
@@ -336,7 +336,7 @@ class DurableRun:
             env = auth.environment(ws.remote_url) if auth is not None else {}
             return remote_branch_sha(ws.remote_url, branch, env)
 
-        events = self.events or []
+        events = self._journal()
         finalized = finalize(ctx, run.result, FinalizeRequest(
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
             base_commit=ws.base_commit, pull_request=request.pull_request,
@@ -357,12 +357,16 @@ class DurableRun:
         self.events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
         return self.events
 
+    def _journal(self) -> list[tuple[str, dict[str, Any]]]:
+        """The journal as read in this phase, read now if it was not yet (the finalization, its
+        retries and a failure's ending share one read after the loop)."""
+        return self.events if self.events is not None else self._read_journal()
+
     def _fail(self, row: NodeExecution, error: StudioError) -> ExecutionOutcome:
         """The run failed outside its loop (refused, provisioning, finalization): it ends with
         a ``finished`` event unless the loop already wrote one (finalization failed)."""
         failed = _failed_run(row, error)
-        events = self.events if self.events is not None else self._read_journal()
-        ended = recorded_run(self.id, failed.provider, failed.model, events) is not None
+        ended = recorded_run(self.id, failed.provider, failed.model, self._journal()) is not None
         return self._end(failed, None, row.branch, None if ended else failed.summary())
 
     def _pause(self, branch: str | None, run: RunResult | None = None) -> ExecutionOutcome:
