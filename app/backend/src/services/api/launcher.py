@@ -6,7 +6,7 @@ Every execution takes the durable path (:mod:`services.runs.durable`): the API r
 broker that sends the Celery task and returns at once. With no broker configured the API process
 runs the execution itself, in the background: a bounded pool of threads, each waiting on a
 ``studio execute`` child (more executions wait their turn, ``queued``). Afterwards
-:func:`services.runs.endings.end_abandoned` ends an execution whose child died before the loop
+:func:`services.runs.endings.run_to_its_end` ends an execution whose child died before the loop
 could write ``finished`` (a clone that failed, say), so live streams always end (one the kill
 switch paused is left queued: it resumes once the switch is released). This module only
 dispatches: how a run ends is the business of :mod:`services.runs.endings`.
@@ -21,9 +21,8 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Protocol
 
 from services.api.dispatch import WorkDispatch
-from services.db.executions import ExecutionRepository
 from services.db.session import Database
-from services.runs.endings import end_abandoned
+from services.runs.endings import run_to_its_end
 
 log = logging.getLogger(__name__)
 
@@ -72,10 +71,5 @@ def _log_failure(future: Future[None]) -> None:
 def run_here(db: Database, run: Callable[[str], object], execution_id: str) -> None:
     """Run the execution in this process (its ``studio execute`` child); it always ends,
     unless it waits for an approval (or was decided and queued again meanwhile: a later run
-    carries it on): :func:`services.runs.endings.end_abandoned`."""
-    before = ExecutionRepository(db).get(execution_id)
-    epoch = before.lease_epoch if before is not None else 0
-    try:
-        run(execution_id)
-    finally:
-        end_abandoned(db, execution_id, epoch)
+    carries it on): :func:`services.runs.endings.run_to_its_end`."""
+    run_to_its_end(db, run, execution_id)

@@ -8,9 +8,10 @@ Three callers end an execution that way:
   journal does not hold the loop's ``finished`` already);
 * the reaper (:func:`services.runs.reaper.give_up`): an execution that lost its process
   ``max_attempts`` times, under a lease the reaper takes to fence any survivor off;
-* :func:`end_abandoned`, after the process that ran an execution in this one ended (the API
-  without a broker): an execution it left unfinished is failed with ``substrate_error``, and a
-  final one whose journal does not end with ``finished`` gets it.
+* :func:`end_abandoned`, after the process that ran an execution in this one ended
+  (:func:`run_to_its_end`, what the API's launcher runs without a broker): an execution it
+  left unfinished is failed with ``substrate_error``, and a final one whose journal does not
+  end with ``finished`` gets it.
 
 The event is appended before the columns: a process that dies between the two leaves a journal
 that says how the run ended, and the next attempt (or :func:`end_abandoned`) writes the columns;
@@ -70,6 +71,17 @@ def end_execution(db: Database, execution_id: str, fields: dict[str, Any],
         return
     write = update or partial(LeaseStore(db).guarded_update, execution_id, epoch)
     write({**fields, "finished_at": utcnow()})
+
+
+def run_to_its_end(db: Database, run: Callable[[str], object], execution_id: str) -> None:
+    """Run the execution in this process (``run``: its ``studio execute`` child), then end it
+    if that process left it unfinished (:func:`end_abandoned`)."""
+    before = ExecutionRepository(db).get(execution_id)
+    epoch = before.lease_epoch if before is not None else 0
+    try:
+        run(execution_id)
+    finally:
+        end_abandoned(db, execution_id, epoch)
 
 
 def end_abandoned(db: Database, execution_id: str, epoch_before: int = 0) -> None:
