@@ -5,12 +5,12 @@ after a live stream's ``end`` (a stream reads the row before the journal)."""
 
 from __future__ import annotations
 
-from services.api.launcher import _ensure_finished_event
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink
 from services.db.session import Database
 from services.db.status import ExecutionStatus
 from services.execution.ports import AgentEvent, AgentEventKind
+from services.runs.endings import ensure_finished_event as _ensure_finished_event
 from tests.integration.db.helpers import new_execution
 from tests.support.redaction import settings_redactor
 

@@ -85,10 +85,9 @@ def demo_command(
 
     from services.cli.database import open_db
     from services.cli.live import LiveConsoleSink
-    from services.db.redaction import Redactor
     from services.execution.tool_domains.git.runner import GitAuthor
-    from services.runs.durable import execute_execution
-    from services.runs.request import ExecutionRequest, create_execution
+    from services.runs.request import ExecutionRequest
+    from services.runs.service import ExecutionService
     from services.settings import get_settings
 
     settings = get_settings()
@@ -101,13 +100,11 @@ def demo_command(
                                slug="fix-add", allow_local=True)
     db = open_db()
     try:
-        execution_id = create_execution(db, request, Redactor.from_settings(settings),
-                                        settings=settings)
-        outcome = execute_execution(execution_id, settings=settings, db=db,
-                                    sinks=[LiveConsoleSink(console)],
-                                    keep_workspace=keep_workspace)
+        outcome = ExecutionService(db, settings).run(
+            request, sinks=[LiveConsoleSink(console)], keep_workspace=keep_workspace)
     finally:
         db.dispose()
+    execution_id = outcome.execution_id
     commit = _pushed_commit(remote, outcome.branch, author)
     record = f"studio executions show {execution_id}"
     run = outcome.run

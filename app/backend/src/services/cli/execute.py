@@ -65,7 +65,7 @@ def execute_command(
     from services.cli.telemetry import start_tracing
     from services.db.executions import UnknownExecution
     from services.execution.errors import ConfigError
-    from services.runs.durable import execute_execution
+    from services.runs.service import ExecutionService
     from services.settings import get_settings, inherited_trace_context
     from services.telemetry import tracing
 
@@ -75,9 +75,9 @@ def execute_command(
         # under the span that started this process (TRACEPARENT): one trace per execution
         with tracing.inherited(inherited_trace_context()), tracing.span(
                 "studio.execute", {"studio.execution_id": execution_id}):
-            outcome = execute_execution(execution_id, settings=get_settings(), db=db,
-                                        sinks=[LiveConsoleSink()],
-                                        keep_workspace=keep_workspace, on_lapse=stop_now)
+            outcome = ExecutionService(db, get_settings()).execute_recorded(
+                execution_id, sinks=[LiveConsoleSink()], keep_workspace=keep_workspace,
+                on_lapse=stop_now)
     except UnknownExecution as exc:
         typer.echo(f"studio: {exc}", err=True)
         raise typer.Exit(2) from exc

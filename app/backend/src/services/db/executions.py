@@ -21,7 +21,7 @@ from services.db.errors import NotFound
 from services.db.models import ExecutionEvent, NodeExecution, ToolCallRecord
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.db.status import FINAL_STATUSES, ExecutionStatus, held_by_killswitch
 
 
 class UnknownExecution(NotFound):
@@ -199,7 +199,7 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     for name in ("created_at", "started_at", "finished_at"):
         data[name] = _when(getattr(row, name))
     # ``killswitch`` while the kill switch holds it back, queued (services.db.pauses)
-    held = row.status == ExecutionStatus.QUEUED and row.paused_reason is not None
+    held = held_by_killswitch(row.status, row.paused_reason)
     data["paused_reason"] = row.paused_reason if held else None
     data["paused_at"] = _when(row.paused_at) if held else None
     return data

@@ -41,3 +41,10 @@ FINAL_STATUSES = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED,
 ACTIVE_STATUSES = frozenset({ExecutionStatus.CLAIMED, ExecutionStatus.RUNNING,
                              ExecutionStatus.FINALIZING})
 """Statuses held under a lease: an expired lease in one of them is the reaper's to re-dispatch."""
+
+
+def held_by_killswitch(status: str, paused_reason: str | None) -> bool:
+    """Whether the kill switch holds the execution back: queued and marked paused
+    (:mod:`services.db.pauses`), to resume once the switch is released, not a process that
+    died."""
+    return status == ExecutionStatus.QUEUED and paused_reason is not None

@@ -22,37 +22,32 @@ from __future__ import annotations
 
 import logging
 import time
-import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from services.composition import command_sandbox
 from services.db.base import utcnow
 from services.db.checkpoints import CheckpointRepository
-from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
 from services.db.journal import DbEventSink, StaleLease
 from services.db.leases import LeaseStore
-from services.db.models import NodeExecution
+from services.db.models import NodeExecution, WorkspaceCheckpoint
 from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
-from services.db.step_reads import StepReads
 from services.execution.approvals import PauseRun
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
 from services.execution.ports import (
-    AgentEvent,
     AgentEventKind,
     EventSink,
     GitAuth,
 )
 from services.execution.providers.profiles import prewarm
 from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.git.runner import GitAuthor, run_git
+from services.execution.tool_domains.git.runner import run_git
 from services.repos.urls import validate_repo_url
 from services.repos.workspaces import (
     DiskGuard,
@@ -64,10 +59,11 @@ from services.repos.workspaces import (
     provision_workspace,
     remote_branch_sha,
 )
-from services.runs.agent_setup import stored_mcp
-from services.runs.approvals import approval_gate, paused_for_approval
+from services.runs.approvals import paused_for_approval
+from services.runs.attempt import AttemptScope, is_legacy, refusal
 from services.runs.checkpoints import CheckpointingToolStore, apply_checkpoint
 from services.runs.claimed_changes import claimed_changes
+from services.runs.endings import end_execution
 from services.runs.finalize import Finalized, FinalizeRequest, finalize
 from services.runs.leases import (
     Heartbeat,
@@ -78,13 +74,10 @@ from services.runs.leases import (
     LeaseTimings,
     new_owner,
 )
-from services.runs.legacy_agent import legacy_profile_refusal
-from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
-from services.runs.loop import LoopInputs, LoopWiring, run_loop
+from services.runs.loop import LoopInputs, LoopWiring
 from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
 from services.runs.results import (
     ExecutionOutcome,
-    cutover_refusal,
     end_fields,
     failed_run,
     recorded_run,
@@ -139,10 +132,15 @@ class DurableRun:
         self.keep_workspace = keep_workspace
         self.awaiting = False  # paused for an approval: see _await_approval
         self.id = lease.execution_id
-        self.author = GitAuthor(settings.git_author_name, settings.git_author_email)
-        self.redactor = Redactor.from_settings(settings)
+        self.scope = AttemptScope(db, settings, self.id, Redactor.from_settings(settings),
+                                  lease.epoch, self.sinks)
+        self.author, self.redactor = self.scope.author, self.scope.redactor
         self.executions = ExecutionRepository(db, self.redactor)
         self.provider, self.started = "", time.monotonic()
+        # the journal as read in this phase of the attempt (before the loop, after it), and
+        # the last checkpoint (read once, when the workspace is provisioned)
+        self.events: list[tuple[str, dict[str, Any]]] | None = None
+        self.latest: WorkspaceCheckpoint | None = None
 
     def run(self) -> ExecutionOutcome:
         row = self.executions.get(self.id)
@@ -154,12 +152,9 @@ class DurableRun:
         if row.base_commit is not None:
             record.resumed(row.provider)
         request = ExecutionRequest.from_row(row)
-        refusal = cutover_refusal(row.settings_snapshot, row.provider) \
-            or legacy_profile_refusal(row.settings_snapshot, request.profile)
-        if refusal is not None:
-            failed = _failed_run(row, refusal)
-            self._journal_end(failed)
-            return self._end(failed, None, row.branch)
+        refused = refusal(row.settings_snapshot, request)
+        if refused is not None:
+            return self._fail(row, refused)
         wiring: GithubWiring | None = None
         ws: Workspace | None = None
         try:
@@ -175,9 +170,7 @@ class DurableRun:
             raise
         except StudioError as error:  # provisioning or finalization failed: the run fails
             log.warning("execution %s failed: %s", self.id, self.redactor.text(str(error)))
-            failed = _failed_run(row, error)
-            self._journal_end(failed)
-            return self._end(failed, None, row.branch)
+            return self._fail(row, error)
         finally:
             if ws is not None:
                 self._release_workspace(ws)
@@ -196,7 +189,7 @@ class DurableRun:
 
     def _attempt(self, row: NodeExecution, request: ExecutionRequest, wiring: GithubWiring,
                  ws: Workspace) -> ExecutionOutcome:
-        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        events = self._read_journal()
         self.lease.update(status=ExecutionStatus.RUNNING, base_commit=ws.base_commit,
                           branch=ws.branch, base_branch=ws.base_branch, workspace=str(ws.path),
                           started_at=row.started_at or utcnow())
@@ -205,14 +198,15 @@ class DurableRun:
         if run is None:
             # the setup phase, then the loop offline or through the egress proxy
             with controlled_phases(self.settings, request, ws.path, ctx,
-                                   self._journal_event, base_branch=ws.base_branch) as loop_ctx:
-                if runtime_choice(row.settings_snapshot).runtime == LEGACY_RUNTIME:
+                                   self.scope.emit, base_branch=ws.base_branch) as loop_ctx:
+                if is_legacy(row.settings_snapshot):
                     run = self._legacy(row, request, ws, loop_ctx, events)
                 else:
                     try:
                         run = self._loop(row, request, ws, loop_ctx, events)
                     except PauseRun as pause:  # a call waits for a person: no lease meanwhile
                         return self._await_approval(pause, ws.branch)
+            self.events = None  # the loop wrote more: read again once something needs it
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
             return self._pause(ws.branch, run)
         finalized = None
@@ -243,7 +237,8 @@ class DurableRun:
     def _workspace(self, row: NodeExecution, request: ExecutionRequest,
                    git_auth: GitAuth | None) -> Workspace:
         resumed = row.base_commit is not None
-        latest = CheckpointRepository(self.db).latest(self.id) if resumed else None
+        # a checkpoint is only ever taken after the base commit is recorded
+        latest = self.latest = CheckpointRepository(self.db).latest(self.id) if resumed else None
         if latest is not None and not latest.available:
             old = self._old_workspace(row)
             if old is not None:
@@ -277,40 +272,27 @@ class DurableRun:
 
     def _context(self, ws: Workspace, request: ExecutionRequest,
                  wiring: GithubWiring) -> ToolDomainContext:
-        return ToolDomainContext(
-            workspace_root=ws.path, execution_id=self.id, request_id=str(uuid.uuid4()),
-            correlation_id=self.id, sandbox=command_sandbox(self.settings), branch=ws.branch,
-            default_branch=ws.base_branch,
+        return self.scope.tool_context(
+            ws.path, branch=ws.branch, default_branch=ws.base_branch,
             allow_workflow_changes=request.allow_workflow_changes,
             git_auth=LeaseGuardedGitAuth(wiring.git_auth, self.lease),
-            pull_requests=wiring.pull_requests,
-            git_author_name=self.author.name, git_author_email=self.author.email,
-            disk_check=disk_room_check(ws),
-        )
+            pull_requests=wiring.pull_requests, disk_check=disk_room_check(ws))
 
     # -- the loop -----------------------------------------------------------------------------
     def _wiring(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
-                events: list[tuple[str, dict[str, Any]]], *, buffered: bool) -> LoopWiring:
-        """``buffered``: the loop's journal commits at the points resume needs (the loop flushes
-        it when it ends); the legacy runtime writes each event as it comes."""
-        limits = row.settings_snapshot["limits"]
-        latest = CheckpointRepository(self.db).latest(self.id)
-        journal = DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch,
-                              buffered=buffered)
-        store = CheckpointingToolStore(
-            self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
-            author=self.author, redactor=self.redactor, owner=self.lease.owner,
-            last_sha256=latest.sha256 if latest is not None else None,
-            journal=journal if buffered else None)
-        reads = StepReads(self.db, self.id, request.budget_key)
-        control = DbRunControl(self.db, self.id, reads=reads)
-        wiring = LoopWiring.build(
-            self.db, self.id, request.budget_key, limits,
-            {**request.node_config, **request.limit_overrides}, store=store, journal=journal,
-            control=DiskGuard(LeaseControl(control, self.lease), ws), spent=_spent(events),
-            reads=reads)
-        wiring.gate = approval_gate(self.db, self.settings, self.id, request.approval_policy,
-                                    self.redactor)
+                 events: list[tuple[str, dict[str, Any]]], *, legacy: bool) -> LoopWiring:
+        latest = self.latest
+
+        def store(journal: DbEventSink | None) -> CheckpointingToolStore:
+            return CheckpointingToolStore(
+                self.db, workspace=ws.path, base_commit=ws.base_commit, epoch=self.lease.epoch,
+                author=self.author, redactor=self.redactor, owner=self.lease.owner,
+                last_sha256=latest.sha256 if latest is not None else None, journal=journal)
+
+        wiring = self.scope.wiring(
+            request, row.settings_snapshot["limits"], legacy=legacy, store=store,
+            guard=lambda control: DiskGuard(LeaseControl(control, self.lease), ws),
+            spent=_spent(events))
         wiring.resume_pending = paused_for_approval(events)
         return wiring
 
@@ -318,19 +300,18 @@ class DurableRun:
                 ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
         """The provider's own agent CLI instead of the loop (cutover off); a retry starts the
         CLI afresh on the restored checkpoint."""
-        return run_legacy(self.settings, LoopInputs(
-            self.id, row.provider, row.model, ws.path, row.prompt),
-            ctx, self._wiring(row, request, ws, events, buffered=False), self.sinks, self.redactor)
+        return self.scope.run(LoopInputs(self.id, row.provider, row.model, ws.path, row.prompt),
+                              ctx, self._wiring(row, request, ws, events, legacy=True),
+                              legacy=True)
 
     def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
               ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
-        wiring = self._wiring(row, request, ws, events, buffered=True)
-        return run_loop(self.settings, LoopInputs(
+        wiring = self._wiring(row, request, ws, events, legacy=False)
+        return self.scope.run(LoopInputs(
             self.id, row.provider, row.model, ws.path, row.prompt, request.script,
             rebuild_messages(events) or None, trace_links=_earlier_attempts(events),
-            profile=request.profile, events=tuple(events),
-            mcp=stored_mcp(self.db, self.settings, request.profile, self.redactor)),
-            ctx, wiring, self.sinks, self.redactor)
+            profile=request.profile, events=tuple(events), mcp=self.scope.mcp(request)),
+            ctx, wiring, legacy=False)
 
     # -- the end ------------------------------------------------------------------------------
     def _await_approval(self, pause: PauseRun, branch: str | None) -> ExecutionOutcome:
@@ -355,7 +336,7 @@ class DurableRun:
             env = auth.environment(ws.remote_url) if auth is not None else {}
             return remote_branch_sha(ws.remote_url, branch, env)
 
-        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        events = self._journal()
         finalized = finalize(ctx, run.result, FinalizeRequest(
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
             base_commit=ws.base_commit, pull_request=request.pull_request,
@@ -369,28 +350,24 @@ class DurableRun:
     def _journal_step(self, step: str, data: dict[str, Any]) -> None:
         """One finalization step (commit, push, pull request) and its result, as a journal
         event (and to the live sinks)."""
-        event = AgentEvent(AgentEventKind.FINALIZE, self.id, 0,
-                           self.redactor.data({"step": step, **data}))
-        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(event)
-        for sink in self.sinks:
-            sink.emit(event)
+        self.scope.emit(AgentEventKind.FINALIZE, {"step": step, **data})
 
-    def _journal_event(self, kind: AgentEventKind, data: dict[str, Any]) -> None:
-        """A ``setup`` or ``network`` event (:mod:`services.runs.setup_phase`), journaled and
-        sent to the live sinks."""
-        event = AgentEvent(kind, self.id, 0, self.redactor.data(data))
-        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(event)
-        for sink in self.sinks:
-            sink.emit(event)
+    def _read_journal(self) -> list[tuple[str, dict[str, Any]]]:
+        """Read the journal (once per phase: before the loop, after it)."""
+        self.events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
+        return self.events
 
-    def _journal_end(self, run: RunResult) -> None:
-        """A ``finished`` event for a run that failed before its loop wrote one (live streams
-        end on it); nothing when the loop already finished (finalization failed)."""
-        events = [(e.kind, dict(e.data)) for e in self.executions.events(self.id)]
-        if recorded_run(self.id, run.provider, run.model, events) is not None:
-            return
-        DbEventSink(self.db, self.redactor, lease_epoch=self.lease.epoch).emit(AgentEvent(
-            AgentEventKind.FINISHED, self.id, 0, run.summary()))
+    def _journal(self) -> list[tuple[str, dict[str, Any]]]:
+        """The journal as read in this phase, read now if it was not yet (the finalization, its
+        retries and a failure's ending share one read after the loop)."""
+        return self.events if self.events is not None else self._read_journal()
+
+    def _fail(self, row: NodeExecution, error: StudioError) -> ExecutionOutcome:
+        """The run failed outside its loop (refused, provisioning, finalization): it ends with
+        a ``finished`` event unless the loop already wrote one (finalization failed)."""
+        failed = _failed_run(row, error)
+        ended = recorded_run(self.id, failed.provider, failed.model, self._journal()) is not None
+        return self._end(failed, None, row.branch, None if ended else failed.summary())
 
     def _pause(self, branch: str | None, run: RunResult | None = None) -> ExecutionOutcome:
         """The kill switch stopped this attempt before a model or tool call: back to
@@ -407,10 +384,13 @@ class DurableRun:
                                         "(then a worker's reaper, or `studio execute ID`, "
                                         "resumes it)")
 
-    def _end(self, run: RunResult, finalized: Finalized | None,
-             branch: str | None) -> ExecutionOutcome:
+    def _end(self, run: RunResult, finalized: Finalized | None, branch: str | None,
+             event: dict[str, Any] | None = None) -> ExecutionOutcome:
+        """The attempt's end on its row, fenced by its lease; ``event``: the data of the
+        ``finished`` event to append first (a run that failed before its loop wrote one)."""
         fields = end_fields(run, self.redactor)
-        self.lease.update(**fields, finished_at=utcnow())
+        end_execution(self.db, self.id, fields, event, epoch=self.lease.epoch,
+                      redactor=self.redactor, update=lambda values: self.lease.update(**values))
         record.attempt_ended(self.provider, run.outcome.value, str(fields["status"]),
                              time.monotonic() - self.started)
         row = self.executions.get(self.id)

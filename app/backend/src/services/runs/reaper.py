@@ -34,20 +34,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from services.db.base import utcnow
 from services.db.execution_logins import drop_expired_logins
 from services.db.executions import ExecutionRepository
-from services.db.journal import DbEventSink
 from services.db.leases import LeaseStore
-from services.db.redaction import Redactor
 from services.db.retention import prune_finished
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, DatabaseError
-from services.db.status import ExecutionStatus
-from services.execution.errors import ErrorCode
-from services.execution.ports import AgentEvent, AgentEventKind
 from services.repos.workspaces import deployment_mark, reap_orphans, workspace_root
 from services.runs.approvals import reap_approvals
+from services.runs.endings import end_execution, finished_data, substrate_failure
 from services.runs.pauses import NodeRedispatch, redispatch_paused
 from services.settings import StudioSettings
 from services.telemetry import record
@@ -106,15 +101,9 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
         return
     message = f"gave up after {attempts} attempts: each one lost its process"
     log.warning("reaper: execution %s %s", execution_id, message)
-    # the reaper's own text: nothing to redact
-    DbEventSink(db, Redactor(), lease_epoch=epoch).emit(AgentEvent(
-        AgentEventKind.FINISHED, execution_id, 0,
-        {"execution_id": execution_id, "outcome": "error", "status": ExecutionStatus.FAILED.value,
-         "error": {"code": ErrorCode.SUBSTRATE_ERROR.value, "message": message}}))
-    store.guarded_update(execution_id, epoch, {
-        "status": ExecutionStatus.FAILED, "outcome": "error",
-        "error_code": ErrorCode.SUBSTRATE_ERROR.value, "error_message": message,
-        "finished_at": utcnow(), "lease_owner": None})
+    fields = substrate_failure(message)
+    end_execution(db, execution_id, {**fields, "lease_owner": None},
+                  finished_data(fields, execution_id=execution_id), epoch=epoch)
 
 
 def reap_workspaces(db: Database, settings: StudioSettings,

@@ -13,33 +13,24 @@ exists (:func:`services.runs.results.cutover_refusal`).
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from services.composition import command_sandbox
-from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.idempotency import DbIdempotencyStore
-from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.db.step_reads import StepReads
 from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
-from services.execution.tool_domains.context import ToolDomainContext
-from services.runs.agent_setup import stored_mcp
-from services.runs.approvals import approval_gate
+from services.runs.attempt import AttemptScope, is_legacy, refusal
 from services.runs.durable import execute_execution
-from services.runs.legacy_agent import legacy_profile_refusal
-from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
-from services.runs.loop import LoopInputs, LoopWiring, run_loop
+from services.runs.leases import LapseHandler
+from services.runs.loop import LoopInputs
 from services.runs.request import ExecutionRequest, create_execution
 from services.runs.results import (
     ExecutionOutcome,
-    cutover_refusal,
     end_fields,
     failed_run,
     final_status,
@@ -74,24 +65,34 @@ class ExecutionService:
         """Run a recorded execution (its settings as recorded at creation) to its end: cloned
         and finalized for a repository request, in its directory otherwise."""
         if request.repo_url is not None:
-            return execute_execution(execution_id, settings=self.settings, db=self.db,
-                                     sinks=sinks, keep_workspace=keep_workspace)
+            return self.execute_recorded(execution_id, sinks=sinks,
+                                         keep_workspace=keep_workspace)
         result = self._in_place(execution_id, request, sinks)
         return ExecutionOutcome(execution_id, "ran", final_status(result), result)
+
+    def execute_recorded(self, execution_id: str, *, sinks: Sequence[EventSink] = (),
+                         keep_workspace: bool = False, on_lapse: LapseHandler | None = None
+                         ) -> ExecutionOutcome:
+        """Claim, run (or resume) and finalize a recorded repository execution: the durable
+        path (:func:`services.runs.durable.execute_execution`), what ``studio execute`` and
+        ``studio demo`` run, wherever they run (a worker's child, a Kubernetes Job)."""
+        return execute_execution(execution_id, settings=self.settings, db=self.db,
+                                 sinks=sinks, keep_workspace=keep_workspace, on_lapse=on_lapse)
 
     def _in_place(self, execution_id: str, request: ExecutionRequest,
                   sinks: Sequence[EventSink]) -> RunResult:
         row = self.executions.get(execution_id)
         if row is None:
             raise UnknownExecution(execution_id)
-        refusal = cutover_refusal(row.settings_snapshot, request.provider) \
-            or legacy_profile_refusal(row.settings_snapshot, request.profile)
-        if refusal is not None:
+        refused = refusal(row.settings_snapshot, request)
+        if refused is not None:
             return self._end(failed_run(execution_id, request.provider, request.model or "",
-                                        refusal.code, refusal.message))
+                                        refused.code, refused.message))
         self.executions.mark_running(execution_id)
         try:
-            result = self._loop(execution_id, request, row.settings_snapshot, sinks)
+            result = self._loop(AttemptScope(self.db, self.settings, execution_id,
+                                             self.redactor, sinks=sinks),
+                                request, row.settings_snapshot)
         except ConfigError as exc:
             self._end(failed_run(execution_id, request.provider, request.model or "",
                                  exc.code, exc.message))
@@ -102,38 +103,19 @@ class ExecutionService:
         self.executions.finish(result.execution_id, **end_fields(result, self.redactor))
         return result
 
-    def _loop(self, execution_id: str, request: ExecutionRequest, snapshot: dict[str, Any],
-              sinks: Sequence[EventSink]) -> RunResult:
-        limits = snapshot["limits"]
+    def _loop(self, scope: AttemptScope, request: ExecutionRequest,
+              snapshot: dict[str, Any]) -> RunResult:
         workspace = request.workspace
         assert workspace is not None  # a request without a repository names its directory
-        ctx = ToolDomainContext(
-            workspace_root=workspace, execution_id=execution_id,
-            request_id=str(uuid.uuid4()), correlation_id=execution_id,
-            sandbox=command_sandbox(self.settings),
-            git_author_name=self.settings.git_author_name,
-            git_author_email=self.settings.git_author_email,
-        )
-        legacy = runtime_choice(snapshot).runtime == LEGACY_RUNTIME
-        # the loop's journal commits at the points resume needs and is flushed by the loop;
-        # the legacy runtime writes each event as it comes
-        journal = DbEventSink(self.db, self.redactor, buffered=not legacy)
-        reads = StepReads(self.db, execution_id, request.budget_key)
-        wiring = LoopWiring.build(
-            self.db, execution_id, request.budget_key, limits,
-            {**request.node_config, **request.limit_overrides},
-            # MCP secrets join the redactor below; a call's record rides the journal's commit
-            store=DbIdempotencyStore(self.db, self.redactor,
-                                     journal=journal if not legacy else None),
-            journal=journal, control=DbRunControl(self.db, execution_id, reads=reads),
-            reads=reads)
-        # in place there is no resume to wait for: ``require`` is refused like ``deny``
-        wiring.gate = approval_gate(self.db, self.settings, execution_id,
-                                    request.approval_policy, self.redactor, can_wait=False)
-        inputs = LoopInputs(execution_id, request.provider, request.model, Path(workspace),
-                            request.prompt, request.script, profile=request.profile,
-                            mcp=stored_mcp(self.db, self.settings, request.profile,
-                                           self.redactor))
-        if legacy:
-            return run_legacy(self.settings, inputs, ctx, wiring, sinks, self.redactor)
-        return run_loop(self.settings, inputs, ctx, wiring, sinks, self.redactor)
+        ctx = scope.tool_context(workspace)
+        legacy = is_legacy(snapshot)
+        # in place there is no resume to wait for: ``require`` is refused like ``deny``; a
+        # call's record rides the journal's commit
+        wiring = scope.wiring(request, snapshot["limits"], legacy=legacy, can_wait=False,
+                              store=lambda journal: DbIdempotencyStore(
+                                  self.db, self.redactor, journal=journal))
+        # MCP secrets join the redactor the store and the journal share
+        inputs = LoopInputs(scope.execution_id, request.provider, request.model,
+                            Path(workspace), request.prompt, request.script,
+                            profile=request.profile, mcp=scope.mcp(request))
+        return scope.run(inputs, ctx, wiring, legacy=legacy)

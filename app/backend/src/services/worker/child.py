@@ -23,7 +23,7 @@ import logging
 
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
-from services.db.session import open_database
+from services.db.session import Database
 from services.execution.errors import ErrorCode
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.selection import build_substrate
@@ -31,6 +31,7 @@ from services.repos.integration_store import IntegrationStore
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 from services.telemetry import tracing
 from services.worker.handed import handed_secrets
+from services.worker.task_database import task_database
 
 log = logging.getLogger(__name__)
 
@@ -38,22 +39,23 @@ WAIT_SLICE_S = 30.0
 KUBE_SLICE_S = 10.0
 
 
-def run_child(execution_id: str) -> SubstrateStatus:
-    """Start ``studio execute <execution_id>`` and wait for it; its final status.
+def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
+    """Start ``studio execute <execution_id>`` and wait for it; its final status. ``db``: the
+    worker task's database (:mod:`services.worker.task_database`), the only one it opens.
 
     If waiting is interrupted (worker shutdown, a time limit), a local child is cancelled first;
     a Kubernetes Job runs on (its pod holds the lease; a redelivery adopts it).
     """
     settings = get_settings()
     github_token = (settings.executor is ExecutorKind.LOCAL
-                    or _on_integration_origin(settings, execution_id))
+                    or _on_integration_origin(settings, execution_id, db))
     # the child (a process, a pod) continues this task's trace: TRACEPARENT in its environment
     substrate = build_substrate(settings, {**process_environment(), **tracing.environment()},
                                 github_token=github_token,
-                                handed=handed_secrets(settings, execution_id))
+                                handed=handed_secrets(settings, execution_id, db))
     handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
-        return _supervise_job(substrate, handle)
+        return _supervise_job(substrate, handle, db)
     status = SubstrateStatus.RUNNING
     try:
         while status is SubstrateStatus.RUNNING:
@@ -65,21 +67,18 @@ def run_child(execution_id: str) -> SubstrateStatus:
     return status
 
 
-def _on_integration_origin(settings: StudioSettings, execution_id: str) -> bool:
+def _on_integration_origin(settings: StudioSettings, execution_id: str,
+                           database: Database | None = None) -> bool:
     """Whether the execution's repository is on one of the GitHub integration's git origins:
     only then does its pod get the token (the local child filters per git operation instead)."""
-    db = open_database(settings)
-    try:
+    with task_database(settings, database) as db:
         row = ExecutionRepository(db).get(execution_id)
         repo_url = row.repo_url if row is not None else None
         return bool(repo_url) and IntegrationStore(db, settings).git_origins().allows(
             repo_url or "")
-    finally:
-        db.dispose()
 
 
-def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
-    db = open_database(get_settings())
+def _supervise_job(substrate: Substrate, handle: Handle, db: Database) -> SubstrateStatus:
     control = DbRunControl(db, handle.execution_id)
     # A Job launched for an execution already told to stop is left to run: its ``studio
     # execute`` sees the request before its first call and records the outcome (deleting it
@@ -87,16 +86,13 @@ def _supervise_job(substrate: Substrate, handle: Handle) -> SubstrateStatus:
     # The kill switch does not delete the Job: its ``studio execute`` pauses the execution
     # itself before its next call (queued again, resumed once the switch is released).
     watch_for_stop = control.check() in (None, ErrorCode.KILLSWITCH_ENGAGED)
-    try:
-        status = SubstrateStatus.PENDING
-        while not status.finished and status is not SubstrateStatus.UNKNOWN:
-            stop = control.check() if watch_for_stop else None
-            if stop is not None and stop is not ErrorCode.KILLSWITCH_ENGAGED:
-                log.info("worker: %s: deleting job %s of execution %s", stop.value, handle.ref,
-                         handle.execution_id)
-                substrate.cancel(handle)
-                return SubstrateStatus.FAILED
-            status = substrate.wait(handle, KUBE_SLICE_S)
-        return status
-    finally:
-        db.dispose()
+    status = SubstrateStatus.PENDING
+    while not status.finished and status is not SubstrateStatus.UNKNOWN:
+        stop = control.check() if watch_for_stop else None
+        if stop is not None and stop is not ErrorCode.KILLSWITCH_ENGAGED:
+            log.info("worker: %s: deleting job %s of execution %s", stop.value, handle.ref,
+                     handle.execution_id)
+            substrate.cancel(handle)
+            return SubstrateStatus.FAILED
+        status = substrate.wait(handle, KUBE_SLICE_S)
+    return status

@@ -13,21 +13,23 @@ from pydantic import SecretStr
 
 from services.db.executions import ExecutionRepository
 from services.db.mcp_servers import McpServerRepository
-from services.db.session import open_database
+from services.db.session import Database
 from services.execution.errors import ConfigError
 from services.execution.mcp.config import McpConfig
 from services.runs.request import ExecutionRequest
 from services.settings import ExecutorKind, StudioSettings
+from services.worker.task_database import task_database
 
 EXECUTION_MCP_VARIABLE = "STUDIO_EXECUTION_MCP"
 
 
-def handed_secrets(settings: StudioSettings, execution_id: str) -> dict[str, SecretStr]:
-    """The secrets the execution's pod gets from its worker (none without execution logins)."""
+def handed_secrets(settings: StudioSettings, execution_id: str,
+                   database: Database | None = None) -> dict[str, SecretStr]:
+    """The secrets the execution's pod gets from its worker (none without execution logins);
+    ``database``: the worker task's."""
     if settings.executor is not ExecutorKind.KUBERNETES or not settings.kube_execution_logins:
         return {}
-    db = open_database(settings)
-    try:
+    with task_database(settings, database) as db:
         row = ExecutionRepository(db).get(execution_id)
         names = ExecutionRequest.from_row(row).profile.mcp_servers if row is not None else []
         if not names:
@@ -37,6 +39,4 @@ def handed_secrets(settings: StudioSettings, execution_id: str) -> dict[str, Sec
         except ConfigError:
             # an unknown or disabled server: the pod records the error on the run itself
             config = McpConfig()
-    finally:
-        db.dispose()
     return {EXECUTION_MCP_VARIABLE: SecretStr(config.model_dump_json())}

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from services.db.executions import ExecutionRepository
@@ -27,18 +28,19 @@ Launch = Callable[[str], SubstrateStatus]
 
 
 def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *,
-                        launch: Launch = run_child) -> Admission:
-    """Run the execution unless it is unknown, finished, or held by a live lease."""
+                        launch: Launch | None = None) -> Admission:
+    """Run the execution unless it is unknown, finished, or held by a live lease. The task
+    opens the database once; what it launches (by default :func:`run_child`) borrows it."""
     execution_id = str(payload.execution_id)
     db = open_database(settings)
     try:
         decision = admit(ExecutionRepository(db).get(execution_id))
+        if decision is not Admission.RUN:
+            log.info("worker: execution %s not started (%s)", execution_id, decision.value)
+            return decision
+        status = (launch or partial(run_child, db=db))(execution_id)
     finally:
         db.dispose()
-    if decision is not Admission.RUN:
-        log.info("worker: execution %s not started (%s)", execution_id, decision.value)
-        return decision
-    status = launch(execution_id)
     log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)
     return decision
 
