@@ -19,6 +19,7 @@ from services.runs.request import ExecutionRequest, create_execution
 from services.settings import StudioSettings
 from tests.integration.repo_env import DONE, TOKEN, RepoWorld, repo_world
 from tests.support.database_use import DatabaseUse, database_use
+from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
 SCRIPT: dict[str, Any] = {"turns": [
@@ -75,7 +76,7 @@ def test_a_resumed_attempt_reads_the_journal_once_per_phase_and_its_checkpoint_o
     approval_id = next(e.data["approval_id"] for e in approval
                        if e.kind == "approval_requested")
     decide_approval(db, execution_id, approval_id, "approve", by="alice", reason=None,
-                    dispatch=lambda _id: None)
+                    dispatch=lambda _id: None, redactor=settings_redactor())
     with database_use() as use:
         outcome = execute_execution(execution_id, settings=settings, db=db)
     assert outcome.status == "succeeded", outcome
