@@ -103,6 +103,7 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/settings": OK,
     "GET /api/settings/{key}": NOT_FOUND,
     "PUT /api/settings/{key}": INVALID,
+    "DELETE /api/settings/{key}": NOT_FOUND,
     "GET /api/killswitch": OK,
     "PUT /api/killswitch": INVALID,
     "GET /api/providers": OK,
