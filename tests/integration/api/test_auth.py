@@ -98,6 +98,7 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/executions/{execution_id}/events": NOT_FOUND,
     "GET /api/executions/{execution_id}/diff": NOT_FOUND,
     "GET /api/executions/{execution_id}/replay-script": NOT_FOUND,
+    "GET /api/executions/{execution_id}/output": NOT_FOUND,
     "GET /api/executions/{execution_id}/approvals": NOT_FOUND,
     "POST /api/executions/{execution_id}/approvals/{approval_id}": INVALID,  # no decision
     "GET /api/settings": OK,

@@ -132,7 +132,7 @@ def validate(key: str, value: Any, *, exact: bool = False) -> Any:
             value, strict=exact or spec.type is not float)
     except ValidationError as exc:
         raise InvalidSettingValue(
-            f"{key} expects a {_TYPE_NAMES[spec.type]}, got {value!r:.80}",
+            f"{key} expects a {spec.type.__name__}, got {value!r:.80}",
             {"field": key, "expected": _TYPE_NAMES[spec.type]},
         ) from exc
 

@@ -133,13 +133,17 @@
   async function spendSection() {
     const data = await api("/api/operator/spend");
     const body = el("tbody", { id: "spend" }, ...data.repositories.map((row) => el("tr", {},
-      el("td", {}, row.repository), el("td", {}, money(row.spent_usd)),
-      el("td", {}, money(row.overflow_usd)), el("td", {}, money(row.budget_usd)),
-      el("td", {}, Math.round(100 * row.spent_usd / (row.budget_usd || 1)) + "%"))));
+      el("td", { "data-label": "repository" }, row.repository),
+      el("td", { "data-label": "spent" }, money(row.spent_usd)),
+      el("td", { "data-label": "refused" }, money(row.overflow_usd)),
+      el("td", { "data-label": "daily budget" }, money(row.budget_usd)),
+      el("td", { "data-label": "used" },
+         Math.round(100 * row.spent_usd / (row.budget_usd || 1)) + "%"))));
     return el("section", { "aria-labelledby": "spend-title" },
       el("h2", { id: "spend-title" }, "Spend today (" + data.day + ", UTC)"),
       data.repositories.length ? null : el("p", { class: "muted" }, "Nothing spent today."),
-      el("table", {}, el("thead", {}, el("tr", {}, ...["repository", "spent", "refused",
+      el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["repository", "spent",
+                                                                          "refused",
                                                        "daily budget", "used"].map(
         (name) => el("th", { scope: "col" }, name)))), body));
   }
@@ -173,10 +177,11 @@
   Studio.renderOperators = async function renderOperators(view) {
     const status = el("p", { id: "operators-message", class: "message", role: "status" });
     view.replaceChildren(el("h1", {}, "Operators"), status);
+    const shown = Studio.current();
     try {
       const sections = [await killSwitchSection(status), await settingsSection(status),
                         await spendSection(), await providersSection()];
-      view.append(...sections);
+      if (shown()) view.append(...sections);
     } catch (error) {
       Studio.message(status, String(error.message || error), true);
     }
