@@ -104,5 +104,4 @@ def run_output(execution_id: ExecutionId, call_id: CallId = None,
     """The whole recorded stdout or stderr of a command (redacted as it was recorded)."""
     text = str(_recorded(db, execution_id, call_id).get(stream) or "")
     return Response(text.encode("utf-8"), media_type="text/plain; charset=utf-8", headers={
-        "Content-Disposition": f'attachment; filename="{stream}-{execution_id}.txt"',
-        "X-Content-Type-Options": "nosniff"})
+        "Content-Disposition": f'attachment; filename="{stream}-{execution_id}.txt"'})
