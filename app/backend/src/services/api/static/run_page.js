@@ -410,6 +410,7 @@
 
     onFinalize(data) {
       if (!this.ended) setBadge(this.status, "finalizing");
+      if (data.step === "push" && data.ok && data.pushed) this.pushed = true;
       let text;
       if (!data.ok) {
         const error = data.error || {};
