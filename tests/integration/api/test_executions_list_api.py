@@ -43,7 +43,8 @@ def test_filters_search_and_offset(api: ApiServer) -> None:
 def test_malformed_queries_are_refused(api: ApiServer) -> None:
     with api.client(api.admin) as client:
         for params in ({"kind": "other"}, {"offset": -1}, {"search": "x" * 201},
-                       {"status": "<script>"}):
+                       {"status": "<script>"}, {"search": "a\x00b"},
+                       {"repo_url": "https://x/\n"}):
             answer = client.get("/api/executions", params=params)
             assert answer.status_code == 422, (params, answer.text)
             assert answer.json()["error"]["code"] == "invalid_arguments"
