@@ -98,11 +98,13 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/executions/{execution_id}/events": NOT_FOUND,
     "GET /api/executions/{execution_id}/diff": NOT_FOUND,
     "GET /api/executions/{execution_id}/replay-script": NOT_FOUND,
+    "GET /api/executions/{execution_id}/output": NOT_FOUND,
     "GET /api/executions/{execution_id}/approvals": NOT_FOUND,
     "POST /api/executions/{execution_id}/approvals/{approval_id}": INVALID,  # no decision
     "GET /api/settings": OK,
     "GET /api/settings/{key}": NOT_FOUND,
     "PUT /api/settings/{key}": INVALID,
+    "DELETE /api/settings/{key}": NOT_FOUND,
     "GET /api/killswitch": OK,
     "PUT /api/killswitch": INVALID,
     "GET /api/providers": OK,

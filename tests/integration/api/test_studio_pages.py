@@ -355,7 +355,7 @@ def test_the_operator_page_flips_the_cutover_and_the_kill_switch_pauses_a_run(
     try:
         wait(browser).until(lambda d: d.find_elements(By.CSS_SELECTOR, "#settings tr"))
         assert _setting_row(browser, key) == {"value": "true", "source": "default"}
-        assert browser.find_elements(By.CSS_SELECTOR, "#provider-matrix tbody tr")
+        assert browser.find_elements(By.CSS_SELECTOR, "#provider-matrix article")
         spend = [r.text for r in browser.find_elements(By.CSS_SELECTOR, "#spend tr")]
         assert len(spend) == 1 and studio.repo_url in spend[0]
         assert "$0.0500" in spend[0] and "$20.0000" in spend[0]

@@ -102,8 +102,9 @@ def test_the_page_asks_for_a_token_and_shows_refusals(api: ApiServer, browser: W
     assert _text(browser, "token-state") == "no token"
     browser.find_element(By.ID, "token-input").send_keys("studio_wrong")
     browser.find_element(By.ID, "token-save").click()
-    WebDriverWait(browser, 30).until(lambda d: "unauthorized" in _text(d, "list-message"))
-    assert "unknown (unauthorized)" in _text(browser, "killswitch-state")
+    WebDriverWait(browser, 30).until(lambda d: _text(d, "token-state") == "token refused")
+    assert "refused this token (unauthorized)" in _text(browser, "page-alert")
+    assert _text(browser, "killswitch-state") == "unknown"  # said once, at the top
 
 
 def test_chromium_is_installed() -> None:

@@ -16,6 +16,7 @@ from fastapi import APIRouter, FastAPI
 from fastapi.middleware.cors import CORSMiddleware
 from fastapi.routing import iter_route_contexts
 from fastapi.staticfiles import StaticFiles
+from starlette.middleware.gzip import GZipMiddleware
 
 from services.api.approval_clock import ApprovalClock
 from services.api.auth import Scope, route_scope
@@ -117,6 +118,9 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
         app.include_router(_router(name))
     app.mount("/static", StaticFiles(directory=static_dir()), name="static")
     app.add_middleware(BodyGuardMiddleware, max_body_bytes=settings.api_max_body_bytes)
+    # pages, scripts and JSON compressed for clients that accept gzip (the event stream is not:
+    # Starlette leaves text/event-stream alone, so each event still arrives as it is sent)
+    app.add_middleware(GZipMiddleware, minimum_size=1024, compresslevel=6)
     if settings.cors_origins:
         app.add_middleware(CORSMiddleware, allow_origins=settings.cors_origins,
                            allow_methods=["GET", "POST", "PUT", "PATCH", "DELETE"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import builtins
 from typing import Any
 
-from sqlalchemy import select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm.attributes import set_committed_value
 
 from services.db.base import utcnow
@@ -149,11 +149,33 @@ class ExecutionRepository:
         set_committed_value(row, "request", request)
         return row
 
-    def list(self, *, limit: int = 50, status: str | None = None) -> builtins.list[NodeExecution]:
-        """The most recent executions first."""
-        query = select(NodeExecution).order_by(NodeExecution.created_at.desc()).limit(limit)
+    def list(self, *, limit: int = 50, status: str | None = None, offset: int = 0,
+             provider: str | None = None, repo_url: str | None = None,
+             flowchart_run_id: str | None = None, kind: str | None = None,
+             search: str | None = None) -> builtins.list[NodeExecution]:
+        """The most recent executions first, ``offset`` skipped; filtered by status, provider,
+        repository, flowchart run, ``kind`` (``standalone``: no flowchart run; ``node``: a
+        flowchart node's) and ``search`` (an id prefix, or part of the branch name; matched as
+        text, never as a pattern)."""
+        query = (select(NodeExecution)
+                 .order_by(NodeExecution.created_at.desc(), NodeExecution.id)
+                 .offset(offset).limit(limit))
         if status is not None:
             query = query.where(NodeExecution.status == status)
+        if provider is not None:
+            query = query.where(NodeExecution.provider == provider)
+        if repo_url is not None:
+            query = query.where(NodeExecution.repo_url == repo_url)
+        if flowchart_run_id is not None:
+            query = query.where(NodeExecution.flowchart_run_id == flowchart_run_id)
+        if kind == "standalone":
+            query = query.where(NodeExecution.flowchart_run_id.is_(None))
+        elif kind == "node":
+            query = query.where(NodeExecution.flowchart_run_id.is_not(None))
+        if search:
+            query = query.where(or_(
+                NodeExecution.id.startswith(search, autoescape=True),
+                NodeExecution.branch.contains(search, autoescape=True)))
         with self._db.read_session() as session:
             return builtins.list(session.scalars(query))
 

@@ -7,6 +7,7 @@ keys are refused.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -29,10 +30,24 @@ CutoverSource = Literal["node_override", "runtime_setting", "default"]
 
 @dataclass(frozen=True)
 class SettingSpec:
+    """A runtime setting: its type, default and help; a number's bounds (``minimum``: inclusive,
+    unless ``above`` makes it exclusive; ``maximum``: inclusive) and unit."""
+
     key: str
     type: type[Any]
     default: Any
     help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    above: bool = False
+    unit: str = ""
+
+    def bounds(self) -> dict[str, Any]:
+        """The bounds as the API describes them (empty for a bool)."""
+        if self.type is bool:
+            return {}
+        return {"minimum": self.minimum, "maximum": self.maximum,
+                "exclusive_minimum": self.above, "unit": self.unit}
 
 
 _SPECS = (
@@ -43,24 +58,35 @@ _SPECS = (
                 "settings (__agent_runtime_cutover_enabled); false: only 'admin' may."),
     SettingSpec("killswitch_engaged", bool, False,
                 "Stop every execution before its next model or tool call."),
-    SettingSpec("max_iterations", int, 24, "Default model-call cap per execution."),
-    SettingSpec("max_budget_usd", float, 2.0, "Default spending cap per execution (USD)."),
+    SettingSpec("max_iterations", int, 24, "Default model-call cap per execution.",
+                minimum=1, maximum=10_000, unit="model calls"),
+    SettingSpec("max_budget_usd", float, 2.0, "Default spending cap per execution (USD).",
+                minimum=0, maximum=10_000, above=True, unit="USD"),
     SettingSpec("repo_daily_budget_usd", float, 20.0,
-                "Spending cap per repository and UTC day (USD)."),
-    SettingSpec("wall_clock_s", float, 3600.0, "Default wall-clock limit per execution (s)."),
-    SettingSpec("stall_s", float, 600.0, "Default inactivity limit per execution (s)."),
+                "Spending cap per repository and UTC day (USD).",
+                minimum=0, maximum=1_000_000, unit="USD"),
+    SettingSpec("wall_clock_s", float, 3600.0, "Default wall-clock limit per execution (s).",
+                minimum=0, maximum=7 * 86_400, above=True, unit="s"),
+    SettingSpec("stall_s", float, 600.0, "Default inactivity limit per execution (s).",
+                minimum=0, maximum=86_400, above=True, unit="s"),
     SettingSpec("context_token_budget", int, 120_000,
-                "Conversation size (estimated tokens) above which old tool outputs are elided."),
+                "Conversation size (estimated tokens) above which old tool outputs are elided.",
+                minimum=1_000, maximum=10_000_000, unit="tokens"),
     SettingSpec("lease_ttl_s", float, 60.0,
-                "How long an execution's lease lasts without a heartbeat (s)."),
-    SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s)."),
+                "How long an execution's lease lasts without a heartbeat (s).",
+                minimum=0, maximum=86_400, above=True, unit="s"),
+    SettingSpec("heartbeat_s", float, 15.0, "How often a running execution renews its lease (s).",
+                minimum=0, maximum=3_600, above=True, unit="s"),
     SettingSpec("reaper_interval_s", float, 30.0,
-                "How often the reaper looks for executions whose lease expired (s)."),
+                "How often the reaper looks for executions whose lease expired (s).",
+                minimum=0, maximum=86_400, above=True, unit="s"),
     SettingSpec("queued_timeout_s", float, 60.0,
                 "How long a dispatched execution may stay queued, never claimed, before the "
-                "reaper dispatches it again (s)."),
+                "reaper dispatches it again (s).",
+                minimum=0, maximum=86_400, above=True, unit="s"),
     SettingSpec("max_attempts", int, 5,
-                "Attempts (lease claims) an execution gets before the reaper gives up on it."),
+                "Attempts (lease claims) an execution gets before the reaper gives up on it.",
+                minimum=1, maximum=1_000, unit="attempts"),
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",
@@ -81,7 +107,12 @@ class UnknownSetting(NotFound, KeyError):
 
 
 class InvalidSettingValue(ValueError):
-    pass
+    """A value of the wrong type, or out of the setting's bounds (``details``: what the API
+    answers with its 422: the field, and the bound it broke)."""
+
+    def __init__(self, message: str, details: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.details = details
 
 
 def _spec(key: str) -> SettingSpec:
@@ -91,15 +122,53 @@ def _spec(key: str) -> SettingSpec:
         raise UnknownSetting(key) from None
 
 
-def validate(key: str, value: Any) -> Any:
-    """``value`` converted to the type of ``key`` (strict: ``"yes"`` is not a bool)."""
+def validate(key: str, value: Any, *, exact: bool = False) -> Any:
+    """``value`` converted to the type of ``key`` (strict: ``"yes"`` is not a bool; a number
+    may be given as a string unless ``exact``: then only an int or a float (for a float
+    setting) is one, never a bool or a string)."""
     spec = _spec(key)
     try:
-        return TypeAdapter(spec.type).validate_python(value, strict=spec.type is not float)
+        return TypeAdapter(spec.type).validate_python(
+            value, strict=exact or spec.type is not float)
     except ValidationError as exc:
         raise InvalidSettingValue(
-            f"{key} expects a {spec.type.__name__}, got {value!r}"
+            f"{key} expects a {spec.type.__name__}, got {value!r:.80}",
+            {"field": key, "expected": _TYPE_NAMES[spec.type]},
         ) from exc
+
+
+_TYPE_NAMES = {bool: "boolean", int: "integer", float: "number"}
+
+
+def _bound(spec: SettingSpec, number: float) -> tuple[str, float] | None:
+    """The bound ``number`` breaks, if any: ``("minimum"|"exclusive_minimum"|"maximum", b)``."""
+    if not math.isfinite(number):
+        return ("maximum", spec.maximum) if spec.maximum is not None else None
+    if spec.minimum is not None:
+        if spec.above and number <= spec.minimum:
+            return "exclusive_minimum", spec.minimum
+        if not spec.above and number < spec.minimum:
+            return "minimum", spec.minimum
+    if spec.maximum is not None and number > spec.maximum:
+        return "maximum", spec.maximum
+    return None
+
+
+def checked(key: str, value: Any) -> Any:
+    """As :func:`validate`, and within the setting's bounds (what an operator may store)."""
+    spec = _spec(key)
+    value = validate(key, value, exact=True)
+    if spec.type is bool:
+        return value
+    broken = _bound(spec, float(value))
+    if broken is None:
+        return value
+    kind, bound = broken
+    words = {"minimum": "at least", "exclusive_minimum": "more than", "maximum": "at most"}
+    unit = f" {spec.unit}" if spec.unit else ""
+    raise InvalidSettingValue(
+        f"{key} must be {words[kind]} {bound:g}{unit}, got {value!r:.80}",
+        {"field": key, kind: bound, "unit": spec.unit})
 
 
 class SettingsRepository:
@@ -119,8 +188,8 @@ class SettingsRepository:
         return value if found else RUNTIME_SETTINGS[key].default
 
     def set(self, key: str, value: Any) -> Any:
-        """Validate and store ``value``; answers the stored value."""
-        value = validate(key, value)
+        """Validate (type and bounds) and store ``value``; answers the stored value."""
+        value = checked(key, value)
         with self._db.session() as session:
             row = session.get(RuntimeSetting, key)
             if row is None:
@@ -128,6 +197,15 @@ class SettingsRepository:
             else:
                 row.value = value
         return value
+
+    def reset(self, key: str) -> Any:
+        """Remove the stored value of ``key``: its default applies again; answers the default."""
+        spec = _spec(key)
+        with self._db.session() as session:
+            row = session.get(RuntimeSetting, key)
+            if row is not None:
+                session.delete(row)
+        return spec.default
 
     def all(self, stored: dict[str, Any] | None = None) -> dict[str, Any]:
         """Every known key with its effective value (from ``stored``, the rows as a loop's
@@ -144,7 +222,8 @@ class SettingsRepository:
             stored = {row.key: row.value for row in session.scalars(select(RuntimeSetting))}
         return [{"key": key, "value": stored.get(key, spec.default),
                  "source": "runtime_setting" if key in stored else "default",
-                 "default": spec.default, "type": spec.type.__name__, "help": spec.help}
+                 "default": spec.default, "type": spec.type.__name__, "help": spec.help,
+                 **spec.bounds()}
                 for key, spec in RUNTIME_SETTINGS.items()]
 
     def limits(self, overrides: dict[str, Any] | None = None, *,

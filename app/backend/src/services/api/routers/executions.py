@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
@@ -47,6 +47,7 @@ from services.telemetry import tracing
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
 
 ExecutionId = Annotated[str, Path(pattern=EXECUTION_ID_PATTERN, description="An execution id.")]
+_TEXT = r"^[^\x00-\x1f]*$"  # a filter is one line of text (PostgreSQL refuses NUL)
 
 
 def _check_script(body: ExecutionCreate) -> None:
@@ -122,9 +123,19 @@ def create_execution_route(
 @router.get("", response_model=ExecutionList, dependencies=[requires(Scope.READ)])
 def list_executions(limit: int = Query(50, ge=1, le=500),
                     status: ExecutionStatus | None = None,
+                    offset: int = Query(0, ge=0, le=1_000_000),
+                    provider: str | None = Query(None, max_length=64, pattern=_TEXT),
+                    repo_url: str | None = Query(None, max_length=2048, pattern=_TEXT),
+                    flowchart_run_id: str | None = Query(None, max_length=64, pattern=_TEXT),
+                    kind: Literal["standalone", "node"] | None = None,
+                    search: str | None = Query(None, max_length=200, pattern=_TEXT),
                     db: Database = Depends(get_db)) -> ExecutionList:  # noqa: B008
-    """The most recent executions first."""
-    rows = ExecutionRepository(db).list(limit=limit, status=status)
+    """The most recent executions first (``offset`` skips that many), filtered by status,
+    provider, repository, flowchart run, ``kind`` (``standalone`` or a flowchart ``node``'s) and
+    ``search`` (an id prefix or part of a branch name, as plain text)."""
+    rows = ExecutionRepository(db).list(
+        limit=limit, status=status, offset=offset, provider=provider, repo_url=repo_url,
+        flowchart_run_id=flowchart_run_id, kind=kind, search=search or None)
     return ExecutionList(executions=[Execution(**execution_to_json(row)) for row in rows])
 
 

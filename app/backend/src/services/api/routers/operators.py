@@ -25,6 +25,10 @@ class DescribedSetting(BaseModel):
     default: Any
     type: str
     help: str
+    minimum: float | None = None
+    maximum: float | None = None
+    exclusive_minimum: bool = False
+    unit: str = ""
 
 
 class DescribedSettings(BaseModel):
@@ -45,7 +49,9 @@ class Spend(BaseModel):
 
 @router.get("/settings", response_model=DescribedSettings, dependencies=[requires(Scope.ADMIN)])
 def described_settings(db: Database = Depends(get_db)) -> DescribedSettings:  # noqa: B008
-    """Every runtime setting: value, source (``runtime_setting`` or ``default``), default, help."""
+    """Every runtime setting: value, source (``runtime_setting`` or ``default``), default, help,
+    and a number's bounds (``minimum``, inclusive unless ``exclusive_minimum``; ``maximum``)
+    and unit."""
     return DescribedSettings(settings=[DescribedSetting(**item)
                                        for item in SettingsRepository(db).described()])
 

@@ -5,23 +5,28 @@
 committed and pushed), or ``available: false`` when there is none or it was over the size cap.
 ``GET /api/executions/{id}/replay-script`` answers the run's trajectory as a replay script
 (:mod:`services.runs.replay_export`), as a download.
+``GET /api/executions/{id}/output?stream=stdout|stderr[&call_id=...]`` answers the whole recorded
+output of one of its ``command.run`` calls (``call_id``) or, without it, of a command node's
+execution, as UTF-8 text (a download): what the run page shows the end of.
 """
 
 from __future__ import annotations
 
 import json
+from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Query
 from fastapi.responses import Response
 from pydantic import BaseModel
 
 from services.api.auth import Scope, requires
 from services.api.deps import get_db
-from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
+from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.routers.executions import ExecutionId
 from services.db.checkpoints import CheckpointRepository
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.session import Database
+from services.execution.errors import ErrorCode
 from services.runs.replay_export import replay_script
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
@@ -66,3 +71,37 @@ def run_replay_script(execution_id: ExecutionId,
     body = json.dumps(replay_script(events), indent=2, ensure_ascii=False)
     return Response(body, media_type="application/json", headers={
         "Content-Disposition": f'attachment; filename="replay-{execution_id}.json"'})
+
+
+CallId = Annotated[str | None, Query(max_length=200, pattern=r"^[A-Za-z0-9._:-]+$",
+                                     description="A tool call's id (else: a command node's "
+                                                 "execution).")]
+
+
+def _recorded(db: Database, execution_id: str, call_id: str | None) -> dict[str, Any]:
+    """The command result the output is read from (404 ``not_found`` when there is none)."""
+    repository = ExecutionRepository(db)
+    row = repository.get(execution_id)
+    if row is None:
+        raise UnknownExecution(execution_id)
+    result: Any = row.result
+    if call_id is not None:
+        calls = [call for call in repository.tool_calls(execution_id) if call.call_id == call_id]
+        result = (calls[0].envelope or {}).get("result") if calls else None
+    if not isinstance(result, dict) or "exit_code" not in result:
+        raise ApiError("no command output is recorded here", code=ErrorCode.NOT_FOUND,
+                       details={"execution_id": execution_id, "call_id": call_id})
+    return result
+
+
+@router.get("/{execution_id}/output", responses={
+    **NOT_FOUND_RESPONSE, 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
+                                "description": "The recorded output (a download)."}},
+            dependencies=[requires(Scope.READ)])
+def run_output(execution_id: ExecutionId, call_id: CallId = None,
+               stream: Literal["stdout", "stderr"] = "stdout",
+               db: Database = Depends(get_db)) -> Response:  # noqa: B008
+    """The whole recorded stdout or stderr of a command (redacted as it was recorded)."""
+    text = str(_recorded(db, execution_id, call_id).get(stream) or "")
+    return Response(text.encode("utf-8"), media_type="text/plain; charset=utf-8", headers={
+        "Content-Disposition": f'attachment; filename="{stream}-{execution_id}.txt"'})

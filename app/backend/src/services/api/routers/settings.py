@@ -55,7 +55,20 @@ def set_setting(key: SettingKey, body: SettingValue, request: Request,
     try:
         value = SettingsRepository(db).set(_known(key), body.value)
     except InvalidSettingValue as exc:
-        raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS, details={"key": key}) from exc
+        raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS,
+                       details={"key": key, **exc.details}) from exc
+    if key == KILLSWITCH and value is False:
+        resume_paused(db, launcher, node_dispatch(request, db))
+    return Setting(key=key, value=value)
+
+
+@router.delete("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
+               dependencies=[requires(Scope.ADMIN)])
+def reset_setting(key: SettingKey, request: Request,
+                  db: Database = Depends(get_db),  # noqa: B008
+                  launcher: Launcher = Depends(get_launcher)) -> Setting:  # noqa: B008
+    """Remove the stored value: the setting's default applies again (answered)."""
+    value = SettingsRepository(db).reset(_known(key))
     if key == KILLSWITCH and value is False:
         resume_paused(db, launcher, node_dispatch(request, db))
     return Setting(key=key, value=value)

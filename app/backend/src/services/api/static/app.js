@@ -17,8 +17,9 @@
 
   Studio.route = function route() {
     Studio.leave();
+    if (!Studio.state.tokenRefused) Studio.alert(null);
     for (const link of document.querySelectorAll("nav a")) link.removeAttribute("aria-current");
-    if (!Studio.state.token) {
+    if (!Studio.state.token || Studio.state.tokenRefused) {
       view.replaceChildren(Studio.el("h1", {}, "Studio"),
                            Studio.el("p", {}, "Enter an API token above to start."));
       return;
@@ -44,18 +45,43 @@
       state.textContent = data.engaged ? "ENGAGED: executions stop" : "released";
       banner.classList.toggle("engaged", Boolean(data.engaged));
     } catch (error) {
-      state.textContent = "unknown (" + (error.code || "error") + ")";
+      state.textContent = error.status === 401 ? "unknown"
+        : "unknown (" + (error.code || "error") + ")";
     }
   };
 
-  function useToken(token) {
+  // A token is checked once when it is set: a refused one is said once, at the top, and no
+  // page is drawn with it (a token without the read scope is still a token: pages say 403).
+  async function useToken(token) {
     Studio.state.token = token;
+    Studio.state.tokenRefused = false;
+    Studio.alert(null);
     if (token) sessionStorage.setItem(Studio.TOKEN_KEY, token);
     else sessionStorage.removeItem(Studio.TOKEN_KEY);
-    document.getElementById("token-state").textContent = token ? "token set" : "no token";
+    const shown = document.getElementById("token-state");
+    shown.textContent = token ? "checking token" : "no token";
+    if (token) {
+      try {
+        await Studio.api("/api/killswitch");
+        shown.textContent = "token set";
+      } catch (error) {
+        if (error.status === 401) {
+          Studio.state.tokenRefused = true;
+          shown.textContent = "token refused";
+          Studio.alert("The API refused this token (unauthorized): enter a valid one.");
+        } else {
+          shown.textContent = "token set";
+        }
+      }
+    }
     Studio.refreshKillSwitch();
     Studio.route();
   }
+
+  document.getElementById("skip-link").addEventListener("click", (event) => {
+    event.preventDefault();  // the hash is the router's: focus the content instead
+    view.focus();
+  });
 
   document.getElementById("token-form").addEventListener("submit", (event) => {
     event.preventDefault();

@@ -13,46 +13,94 @@
                 ...["true", "false"].map((v) => el("option", {
                   value: v, selected: String(setting.value) === v }, v)));
     }
+    // the bounds the API enforces, shown by the form (the API refuses anything else, 422)
     return el("input", { id, "aria-label": setting.key, type: "number",
+                         "aria-describedby": "bounds-" + setting.key,
+                         min: setting.minimum === null ? null : String(setting.minimum),
+                         max: setting.maximum === null ? null : String(setting.maximum),
                          step: setting.type === "int" ? "1" : "any",
                          value: String(setting.value) });
   }
 
+  function bounds(setting) {
+    if (setting.type === "bool") return "true or false";
+    const unit = setting.unit ? " " + setting.unit : "";
+    const kind = setting.type === "int" ? "whole number" : "number";
+    return kind + (setting.exclusive_minimum ? " > " : " ≥ ") + setting.minimum +
+      ", ≤ " + setting.maximum + unit;
+  }
+
+  // The typed value as JSON for the API: never rounded here (1.5 for an integer setting goes
+  // to the API as 1.5 and is refused there, with the bound); null when it is not a number.
   function parse(setting, raw) {
     if (setting.type === "bool") return raw === "true";
-    return setting.type === "int" ? parseInt(raw, 10) : Number(raw);
+    const text = String(raw).trim();
+    if (text === "" || !Number.isFinite(Number(text))) return null;
+    return Number(text);
   }
 
   async function settingsSection(status) {
     const body = el("tbody", { id: "settings" });
     const data = await api("/api/operator/settings");
+    const rows = new Map();
+    async function redraw(savedText) {
+      // the rows are updated in place: the message (and the focus) stay where they are
+      const fresh = await api("/api/operator/settings");
+      for (const setting of fresh.settings) {
+        const row = rows.get(setting.key);
+        if (!row) continue;
+        row.value.textContent = String(setting.value);
+        row.source.textContent = setting.source;
+        row.input.value = String(setting.value);
+      }
+      Studio.message(status, savedText);
+    }
     for (const setting of data.settings) {
       if (setting.key === "killswitch_engaged") continue;  // its own section, with confirmation
       const input = editor(setting);
       const save = el("button", { type: "button", id: "save-" + setting.key }, "Save");
+      const reset = el("button", { type: "button", id: "reset-" + setting.key },
+                       "Reset to default");
       save.addEventListener("click", async () => {
+        const value = parse(setting, input.value);
+        if (value === null) {
+          Studio.message(status, setting.key + ": enter a " + bounds(setting) + ".", true);
+          return;
+        }
         try {
-          await api("/api/settings/" + encodeURIComponent(setting.key),
-                    { method: "PUT", body: { value: parse(setting, input.value) } });
-          Studio.message(status, setting.key + " saved.");
-          Studio.route();
+          const saved = await api("/api/settings/" + encodeURIComponent(setting.key),
+                                  { method: "PUT", body: { value } });
+          await redraw(setting.key + " saved: " + String(saved.value) + ".");
         } catch (error) {
           Studio.message(status, String(error.message || error), true);
         }
       });
+      reset.addEventListener("click", async () => {
+        try {
+          const saved = await api("/api/settings/" + encodeURIComponent(setting.key),
+                                  { method: "DELETE" });
+          await redraw(setting.key + " reset to its default: " + String(saved.value) + ".");
+        } catch (error) {
+          Studio.message(status, String(error.message || error), true);
+        }
+      });
+      const value = el("td", { class: "value" }, String(setting.value));
+      const source = el("td", { class: "source" }, setting.source);
+      rows.set(setting.key, { value, source, input });
       body.append(el("tr", { "data-key": setting.key },
-        el("td", {}, el("code", {}, setting.key)),
-        el("td", { class: "value" }, String(setting.value)),
-        el("td", { class: "source" }, setting.source),
+        el("td", {}, el("code", {}, setting.key)), value, source,
         el("td", {}, String(setting.default)),
-        el("td", {}, input, " ", save),
+        el("td", { class: "change" }, input, " ", save, " ", reset,
+           el("span", { id: "bounds-" + setting.key, class: "muted bounds" }, bounds(setting))),
         el("td", { class: "muted" }, setting.help)));
     }
     return el("section", { "aria-labelledby": "settings-title" },
       el("h2", { id: "settings-title" }, "Runtime settings"),
-      el("table", {}, el("thead", {}, el("tr", {}, ...["setting", "value", "source", "default",
-                                                       "change", "what it does"].map(
-        (name) => el("th", { scope: "col" }, name)))), body));
+      el("div", { class: "scroll" },
+         el("table", { class: "stacked" },
+            el("thead", {}, el("tr", {}, ...["setting", "value", "source", "default", "change",
+                                             "what it does"].map(
+              (name) => el("th", { scope: "col" }, name)))), body)));
   }
 
   async function killSwitchSection(status) {
@@ -85,37 +133,55 @@
   async function spendSection() {
     const data = await api("/api/operator/spend");
     const body = el("tbody", { id: "spend" }, ...data.repositories.map((row) => el("tr", {},
-      el("td", {}, row.repository), el("td", {}, money(row.spent_usd)),
-      el("td", {}, money(row.overflow_usd)), el("td", {}, money(row.budget_usd)),
-      el("td", {}, Math.round(100 * row.spent_usd / (row.budget_usd || 1)) + "%"))));
+      el("td", { "data-label": "repository" }, row.repository),
+      el("td", { "data-label": "spent" }, money(row.spent_usd)),
+      el("td", { "data-label": "refused" }, money(row.overflow_usd)),
+      el("td", { "data-label": "daily budget" }, money(row.budget_usd)),
+      el("td", { "data-label": "used" },
+         Math.round(100 * row.spent_usd / (row.budget_usd || 1)) + "%"))));
     return el("section", { "aria-labelledby": "spend-title" },
       el("h2", { id: "spend-title" }, "Spend today (" + data.day + ", UTC)"),
       data.repositories.length ? null : el("p", { class: "muted" }, "Nothing spent today."),
-      el("table", {}, el("thead", {}, el("tr", {}, ...["repository", "spent", "refused",
+      el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["repository", "spent",
+                                                                          "refused",
                                                        "daily budget", "used"].map(
         (name) => el("th", { scope: "col" }, name)))), body));
   }
 
+  // A provider's capabilities as a definition list, its guards as another (text, wrapped):
+  // one card per provider, never one wide table.
+  function describe(value) {
+    if (value === null || value === undefined) return "";
+    if (typeof value !== "object") return String(value);
+    return el("dl", {}, ...Object.entries(value).flatMap(([key, item]) => [
+      el("dt", {}, key), el("dd", {}, describe(item))]));
+  }
+
   async function providersSection() {
     const data = await api("/api/providers");
-    const columns = data.providers.length ? Object.keys(data.providers[0]) : [];
-    const cell = (value) => typeof value === "object" && value !== null
-      ? JSON.stringify(value) : String(value);
     return el("section", { "aria-labelledby": "providers-title" },
       el("h2", { id: "providers-title" }, "Providers"),
-      el("table", { id: "provider-matrix" },
-         el("thead", {}, el("tr", {}, ...columns.map((c) => el("th", { scope: "col" }, c)))),
-         el("tbody", {}, ...data.providers.map((row) => el("tr", {},
-           ...columns.map((c) => el("td", {}, cell(row[c]))))))));
+      el("div", { id: "provider-matrix", class: "cards" }, ...data.providers.map((row) => {
+        const name = String(row.provider || "");
+        const plain = Object.fromEntries(Object.entries(row).filter(
+          ([key, value]) => key !== "provider" && (typeof value !== "object" || value === null)));
+        const nested = Object.entries(row).filter(
+          ([, value]) => typeof value === "object" && value !== null);
+        return el("article", { class: "card provider", "data-provider": name },
+          el("h3", {}, name), describe(plain),
+          ...nested.map(([key, value]) => el("details", {}, el("summary", {}, key),
+                                              describe(value))));
+      })));
   }
 
   Studio.renderOperators = async function renderOperators(view) {
     const status = el("p", { id: "operators-message", class: "message", role: "status" });
     view.replaceChildren(el("h1", {}, "Operators"), status);
+    const shown = Studio.current();
     try {
       const sections = [await killSwitchSection(status), await settingsSection(status),
                         await spendSection(), await providersSection()];
-      view.append(...sections);
+      if (shown()) view.append(...sections);
     } catch (error) {
       Studio.message(status, String(error.message || error), true);
     }

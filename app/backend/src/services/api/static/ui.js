@@ -33,10 +33,12 @@ const Studio = (() => {
     return fill(document.createElementNS(SVG_NS, tag), attrs, children);
   }
 
+  // An absolute http(s) URL from data, else null: a path (a local repository such as
+  // "/tmp/demo") is never resolved against the page's own address.
   function safeUrl(url) {
-    if (typeof url !== "string") return null;
+    if (typeof url !== "string" || !/^https?:\/\//i.test(url)) return null;
     try {
-      const parsed = new URL(url, location.href);
+      const parsed = new URL(url);
       return parsed.protocol === "https:" || parsed.protocol === "http:" ? parsed.href : null;
     } catch (error) {
       return null;
@@ -114,7 +116,16 @@ const Studio = (() => {
 
   function onLeave(cleanup) { state.cleanups.push(cleanup); }
 
+  // Which page is drawn: a page's drawing that awaited something checks it is still current
+  // (a slow answer for the page left must not draw over the page shown now).
+  state.generation = 0;
+  function current() {
+    const generation = state.generation;
+    return () => generation === state.generation;
+  }
+
   function leave() {
+    state.generation += 1;
     for (const cleanup of state.cleanups.splice(0)) {
       try { cleanup(); } catch (error) { /* the page is going away */ }
     }
@@ -133,6 +144,69 @@ const Studio = (() => {
     return "$" + Number(value || 0).toFixed(4);
   }
 
+  // "1.2 s", "3 min 4 s", "2 h 5 min"; "" when unknown.
+  function duration(ms) {
+    if (ms === null || ms === undefined || !Number.isFinite(ms) || ms < 0) return "";
+    if (ms < 1000) return Math.round(ms) + " ms";
+    const seconds = ms / 1000;
+    if (seconds < 60) return seconds.toFixed(1) + " s";
+    const minutes = Math.floor(seconds / 60);
+    if (minutes < 60) return minutes + " min " + Math.round(seconds % 60) + " s";
+    return Math.floor(minutes / 60) + " h " + (minutes % 60) + " min";
+  }
+
+  function time(value) {
+    const parsed = value ? Date.parse(value) : NaN;
+    return Number.isFinite(parsed) ? parsed : null;
+  }
+
+  // From `start` to `end` (or to now while it runs): "" when it has not started.
+  function between(start, end) {
+    const from = time(start);
+    if (from === null) return "";
+    const to = time(end);
+    return duration((to === null ? Date.now() : to) - from) + (to === null ? " so far" : "");
+  }
+
+  // The one message at the top of the page (a refused token, a missing run); null hides it.
+  function alert(text) {
+    const node = document.getElementById("page-alert");
+    node.textContent = text || "";
+    node.hidden = !text;
+  }
+
+  // What the page shows instead of its layout when what it is about cannot be read: said once,
+  // at the top (the banner), with a way back.
+  function problem(view, title, error) {
+    const status = error && error.status;
+    const text = status === 404 ? title + ": nothing has this id."
+      : status === 401 ? "The API refused the token (unauthorized): enter a valid one above."
+        : title + ": " + String((error && error.message) || error);
+    alert(text);
+    view.replaceChildren(el("h1", { id: "problem-title" }, status === 404 ? title : "Studio"),
+                         el("p", {}, el("a", { href: "#/runs" }, "Back to the runs")));
+  }
+
+  let graphLibrary = null;
+  // The layout library, loaded only by the pages that draw a graph.
+  function loadGraphLibrary() {
+    if (!graphLibrary) {
+      graphLibrary = new Promise((resolve, reject) => {
+        if (window.dagre) { resolve(window.dagre); return; }
+        const script = document.createElement("script");
+        script.src = "/static/vendor/dagre.min.js";
+        script.addEventListener("load", () => resolve(window.dagre));
+        script.addEventListener("error", () => {
+          graphLibrary = null;
+          reject(new Error("the graph library did not load"));
+        });
+        document.head.append(script);
+      });
+    }
+    return graphLibrary;
+  }
+
   return { state, TOKEN_KEY, FINAL, el, svg, link, safeUrl, badge, setBadge, api, headers,
-           ApiError, message, confirmAction, onLeave, leave, every, when, money };
+           ApiError, message, confirmAction, onLeave, leave, every, when, money, duration, time,
+           between, alert, problem, loadGraphLibrary, current };
 })();
