@@ -10,7 +10,8 @@ echo "== mypy" && mypy
 echo "== import contracts" && lint-imports
 echo "== docs" && sphinx-build -q -W --keep-going -b html docs/sphinx docs/sphinx/_build/html
 echo "== pytest"
-pytest "$@"
+# In parallel (pytest-xdist): STUDIO_TEST_WORKERS workers (docs/sphinx/testing.rst); 0 runs serially.
+pytest -n "${STUDIO_TEST_WORKERS:-3}" "$@"
 # The confinement corpus and its property tests, once more under each real sandbox (issue 19).
 for mode in bwrap landlock; do
   echo "== confinement corpus under $mode"

@@ -106,7 +106,7 @@ def test_a_database_url_that_does_not_work_is_one_line_exit_2(
      f"cannot connect to amqp://studio:***@127.0.0.1:{PORT}//"),
     (["worker"], f"bogus://studio:{SECRET}@127.0.0.1:{PORT}/0",
      "unknown broker transport 'bogus'"),
-])
+], ids=["worker-redis", "reaper-redis", "api-amqp", "worker-bogus"])  # PORT varies per process
 def test_a_broker_url_that_does_not_work_is_one_line_exit_2(
         tmp_path: Path, command: list[str], url: str, expected: str) -> None:
     env = _env(tmp_path, STUDIO_BROKER_URL=url)  # the embedded database works

@@ -31,6 +31,7 @@ or mount namespace: commands still see the host's process list (not their enviro
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import functools
 import os
 import platform
@@ -86,6 +87,9 @@ def landlock_problem() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _rights() -> dict[str, int]:
+    # The landlock package reads ctypes' errno after a call that succeeded; a value left there by
+    # any other ctypes call of this thread would read as the call's failure (EISDIR, say).
+    ctypes.set_errno(0)
     handled = int(FSAccess.all())
     file_rights = int(FSAccess.all_file())
     read_exec = int(FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR)
