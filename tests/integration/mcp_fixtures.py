@@ -15,10 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from services.execution.mcp.bridge import mcp_tool_name
+from services.execution.sandbox.layout import sandbox_python
 from tests.support.mcp_servers import DEMO_TOOLS, SCRIPT, stdio_server_params
 
 MCP_SERVERS = ("local", "remote")
 DEMO_FLAG = ("MCP_DEMO_FLAG", "on")
+STDIO_DEMO = SCRIPT.with_name("stdio_demo_server.py")
 
 
 def stdio_server_entry(**overrides: Any) -> dict[str, Any]:
@@ -30,13 +32,14 @@ def stdio_server_entry(**overrides: Any) -> dict[str, Any]:
 
 
 def workspace_server_entry(workspace: Path, **overrides: Any) -> dict[str, Any]:
-    """A stored server entry starting the demo stdio server from a copy in ``workspace``: a
-    stored stdio server runs in the command sandbox, which sees the system and the workspace,
-    not the test tree."""
-    script = workspace / ".mcp-demo-server.py"
-    shutil.copy(SCRIPT, script)
-    command, _ = stdio_server_params()
-    return stdio_server_entry(command=command, args=[str(script), "stdio"], **overrides)
+    """A stored server entry starting the demo tools' standard-library server from a copy in
+    ``workspace``, with the base interpreter: a stored stdio server runs in the command sandbox,
+    which sees the system and the workspace, not the test tree or its virtual environment (a
+    checkout under ``/tmp`` is hidden there)."""
+    for source in (STDIO_DEMO, STDIO_DEMO.with_name("stdio_mcp.py")):
+        shutil.copy(source, workspace / source.name)
+    return stdio_server_entry(command=sandbox_python(),
+                              args=[str(workspace / STDIO_DEMO.name)], **overrides)
 
 
 def write_mcp_config(path: Path, servers: dict[str, dict[str, Any]]) -> Path:

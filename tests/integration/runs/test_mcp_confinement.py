@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +24,7 @@ import pytest
 from services.db.executions import ExecutionRepository
 from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database, create_db_engine
+from services.execution.sandbox.layout import sandbox_python
 from tests.integration.runs.cli_runs import GITHUB_TOKEN, STUDIO, studio, studio_env
 from tests.support.mcp_witness import SCRIPT, RecordingListener
 from tests.support.model_server import ScriptedModelServer, text
@@ -36,6 +36,8 @@ HOST_SECRET = "host-file-SECRET-77f1a9"
 HEADER_SECRET = "Bearer mcp-meta-SECRET-0c4b"
 DONE = json.dumps({"status": "success", "summary": "done"})
 postgres_only = pytest.mark.parametrize("db_url", ["postgres"], indirect=True)
+
+STDIO_MCP = SCRIPT.with_name("stdio_mcp.py")  # the witness's MCP, copied beside it
 
 
 def _env(db_url: str, home: Path, model_url: str, **extra: str) -> dict[str, str]:
@@ -55,7 +57,7 @@ def _witness(tmp_path: Path, workspace: Path, listener: RecordingListener,
     host_file.parent.mkdir(exist_ok=True)
     host_file.write_text(HOST_SECRET)
     (workspace / "out").mkdir(exist_ok=True)  # Landlock: new files only below existing entries
-    return {"transport": "stdio", "command": sys.executable,
+    return {"transport": "stdio", "command": sandbox_python(),
             "args": [str(script), "--report", str(workspace / "out" / "report.json"),
                      "--host-file", str(host_file), "--exfil", listener.url + "/steal"]}
 
@@ -84,6 +86,7 @@ def test_a_stored_stdio_server_runs_confined_and_sees_no_harness_secret(
     workspace.mkdir()
     script = workspace / "witness.py"  # a stored server sees the system and the workspace
     shutil.copy(SCRIPT, script)
+    shutil.copy(STDIO_MCP, script.with_name(STDIO_MCP.name))
     with RecordingListener() as listener, ScriptedModelServer([text(DONE)]) as model:
         env = _env(db_url, tmp_path, model.url, STUDIO_SANDBOX=sandbox)
         added = _add(env, "witness", _witness(tmp_path, workspace, listener, script))
@@ -236,6 +239,7 @@ def test_without_a_sandbox_a_stored_stdio_server_is_not_started(
     workspace.mkdir()
     script = workspace / "witness.py"
     shutil.copy(SCRIPT, script)
+    shutil.copy(STDIO_MCP, script.with_name(STDIO_MCP.name))
     with RecordingListener() as listener, ScriptedModelServer([text(DONE)]) as model:
         env = _env(db_url, tmp_path, model.url, STUDIO_SANDBOX="none")
         assert _add(env, "witness", _witness(tmp_path, workspace, listener, script)
