@@ -13,9 +13,37 @@ import contextlib
 import socket
 import threading
 from types import TracebackType
+from typing import Self
 
 
-class TcpWitness:
+class _Witness:
+    """What both witnesses share: the bytes received so far, and closing the socket."""
+
+    sock: socket.socket
+
+    def __init__(self) -> None:
+        self._data = bytearray()
+        self._lock = threading.Lock()
+
+    def received(self) -> bytes:
+        with self._lock:
+            return bytes(self._data)
+
+    def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on the socket
+        with contextlib.suppress(OSError):
+            self.sock.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+
+class TcpWitness(_Witness):
     """A TCP listener on ``host:port`` (``port`` 0: an ephemeral one) recording what arrives."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
@@ -25,8 +53,7 @@ class TcpWitness:
         self.sock.listen(16)
         self.host, self.port = self.sock.getsockname()[:2]
         self.connections = 0
-        self._data = bytearray()
-        self._lock = threading.Lock()
+        super().__init__()
         self._thread = threading.Thread(target=self._loop, daemon=True)
         self._thread.start()
 
@@ -67,33 +94,16 @@ class TcpWitness:
                 self._data += chunk
         return bytes(seen)
 
-    def received(self) -> bytes:
-        with self._lock:
-            return bytes(self._data)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on the socket
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def __enter__(self) -> TcpWitness:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
-class UdpWitness:
+class UdpWitness(_Witness):
     """A UDP socket on ``host:port`` recording every datagram."""
 
     def __init__(self, host: str = "127.0.0.1", port: int = 0) -> None:
         self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self.sock.bind((host, port))
         self.host, self.port = self.sock.getsockname()[:2]
-        self._data = bytearray()
-        self._lock = threading.Lock()
+        super().__init__()
         threading.Thread(target=self._loop, daemon=True).start()
 
     def _loop(self) -> None:
@@ -104,32 +114,3 @@ class UdpWitness:
                 return
             with self._lock:
                 self._data += data
-
-    def _head(self, conn: socket.socket) -> bytes:
-        """Bytes up to the end of a request head (or the connection's end), recorded."""
-        seen = bytearray()
-        while b"\r\n\r\n" not in seen and len(seen) < 1_000_000:
-            chunk = conn.recv(65536)
-            if not chunk:
-                break
-            seen += chunk
-            with self._lock:
-                self._data += chunk
-        return bytes(seen)
-
-    def received(self) -> bytes:
-        with self._lock:
-            return bytes(self._data)
-
-    def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked on the socket
-        with contextlib.suppress(OSError):
-            self.sock.close()
-
-    def __enter__(self) -> UdpWitness:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
