@@ -35,6 +35,8 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlencode, urlsplit
 
 from tests.support.git_http_server import GIT_ENV
+from tests.support.github_reviews import PullReviews
+from tests.support.github_reviews import route as reviews_route
 
 PREFIX = "/api/v3"
 _REPO = re.compile(r"^/api/v3/repos/([^/]+)/([^/]+)(/.*)?$")
@@ -66,6 +68,7 @@ class GitHubApi:
     page_size: int = 30
     hide_next_listing: bool = False
     latency_s: float = 0.0
+    reviews: PullReviews = field(default_factory=PullReviews)  # tests.support.github_reviews
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
@@ -145,6 +148,8 @@ class _Routes:
             return _error(404, "Not Found")
         if method == "GET" and rest == "":
             return 200, self.api.repo_json(owner, repo), {}
+        if (reply := reviews_route(self.api, method, owner, repo, rest, payload)) is not None:
+            return reply
         if method == "GET" and rest.startswith("/branches/"):
             return self.branch(owner, repo, unquote(rest.removeprefix("/branches/")))
         if method == "GET" and rest == "/pulls":
@@ -243,6 +248,7 @@ def _handler(api: GitHubApi) -> type[BaseHTTPRequestHandler]:
 
         do_GET = _serve
         do_POST = _serve
+        do_PATCH = _serve
 
         def log_message(self, format: str, *args: object) -> None:  # noqa: A002 - stdlib name
             return

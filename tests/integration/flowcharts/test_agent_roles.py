@@ -102,11 +102,11 @@ def test_a_reviewer_node_is_offered_no_mutating_tool_and_its_prompt_reaches_the_
     assert row.settings_snapshot["agent"]["system_prompt"] == NODE_PROMPT
 
 
-def test_a_reviewer_call_to_a_mutating_tool_is_refused_as_unknown(
+def test_a_reviewer_call_to_a_mutating_tool_is_refused_as_not_allowed(
         db: Database, settings: StudioSettings, ws: Path,
         monkeypatch: pytest.MonkeyPatch) -> None:
-    """The registry itself is restricted: a model that names a write anyway gets unknown_tool
-    and nothing is written."""
+    """The registry itself is restricted: a model that names a write anyway gets
+    tool_not_allowed and nothing is written."""
     from tests.support.model_server import tool_calls
 
     graph = {"nodes": [
@@ -125,7 +125,7 @@ def test_a_reviewer_call_to_a_mutating_tool_is_refused_as_unknown(
     assert not (ws / "x.txt").exists()
     calls = ExecutionRepository(db).tool_calls(run["nodes"]["review"]["execution_id"])
     assert [(c.tool_name, c.ok, c.error_code) for c in calls] == [
-        ("workspace_write_file", False, "unknown_tool")]
+        ("workspace_write_file", False, "tool_not_allowed")]
 
 
 def test_an_implementer_gets_every_tool_and_a_tester_the_commands_too(

@@ -87,6 +87,10 @@ class StudioSettings(BaseSettings):
     # The git origins (``scheme://host[:port]``) the GitHub token may be sent to, comma-separated;
     # empty: derived from the API URL (services.repos.origins).
     github_git_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    # Review executions (services.runs.review): whether a review may approve a pull request,
+    # and the directory of organization-wide review instructions (every ``*.md``, in name order).
+    review_allow_approve: bool = False
+    review_instructions_dir: Path | None = None
     # Repository hosts allowed although they are (or resolve to) loopback, private, link-local
     # or metadata addresses: names, addresses or CIDR networks, comma-separated
     # (services.repos.hosts).

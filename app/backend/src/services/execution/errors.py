@@ -88,6 +88,9 @@ class ErrorCode(StrEnum):
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_EXPIRED = "approval_expired"
     SETUP_FAILED = "setup_failed"
+    # review executions (services.execution.review)
+    TOOL_NOT_ALLOWED = "tool_not_allowed"
+    REVIEW_INVALID = "review_invalid"
 
 
 class StudioError(Exception):

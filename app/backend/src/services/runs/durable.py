@@ -39,6 +39,7 @@ from services.db.status import FINAL_STATUSES, ExecutionStatus
 from services.execution.approvals import PauseRun
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
+from services.execution.messages import Message, Role, TextPart
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
 from services.execution.ports import (
     AgentEventKind,
@@ -46,6 +47,7 @@ from services.execution.ports import (
     GitAuth,
 )
 from services.execution.providers.profiles import prewarm
+from services.execution.review import ReviewInvalid, repair_prompt
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git.runner import run_git
 from services.repos.urls import validate_repo_url
@@ -75,13 +77,14 @@ from services.runs.leases import (
     new_owner,
 )
 from services.runs.loop import LoopInputs, LoopWiring
-from services.runs.request import ExecutionRequest, GithubWiring, github_wiring
+from services.runs.request import ExecutionRequest, GithubWiring, github_wiring, resolve_token
 from services.runs.results import (
     ExecutionOutcome,
     end_fields,
     failed_run,
     recorded_run,
 )
+from services.runs.review import ReviewPhase
 from services.runs.setup_phase import blocked_note, controlled_phases
 from services.settings import StudioSettings
 from services.telemetry import record, tracing
@@ -141,6 +144,9 @@ class DurableRun:
         # the last checkpoint (read once, when the workspace is provisioned)
         self.events: list[tuple[str, dict[str, Any]]] | None = None
         self.latest: WorkspaceCheckpoint | None = None
+        # a review execution's own steps (services.runs.review); None for a code change
+        self.review: ReviewPhase | None = None
+        self.review_prompt = ""
 
     def run(self) -> ExecutionOutcome:
         row = self.executions.get(self.id)
@@ -161,6 +167,10 @@ class DurableRun:
             repo = validate_repo_url(request.repo_url or "", from_api=not request.allow_local)
             wiring = github_wiring(self.db, self.settings, request, repo)
             self.redactor.add(wiring.token)
+            if request.review is not None:
+                self.review = ReviewPhase(self.db, self.settings, self.id, request.review,
+                                          request.repo_url or "", request.github_repo,
+                                          wiring.token, resolve_token(self.db, self.settings)[1])
             prewarm(row.provider)  # the SDK's import overlaps the clone (git, not Python)
             with tracing.span("studio.provision", {"studio.execution_id": self.id,
                                                    "studio.resumed": row.base_commit is not None}):
@@ -176,6 +186,8 @@ class DurableRun:
                 self._release_workspace(ws)
             if wiring is not None:
                 wiring.close()
+            if self.review is not None:
+                self.review.close()
 
     def _release_workspace(self, ws: Workspace) -> None:
         if not self.keep_workspace:
@@ -194,6 +206,8 @@ class DurableRun:
                           branch=ws.branch, base_branch=ws.base_branch, workspace=str(ws.path),
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
+        if self.review is not None:
+            self.review_prompt = self.review.prompt(ws.path, self.author)
         run = recorded_run(self.id, row.provider, row.model, events)
         if run is None:
             # the setup phase, then the loop offline or through the egress proxy
@@ -204,11 +218,18 @@ class DurableRun:
                 else:
                     try:
                         run = self._loop(row, request, ws, loop_ctx, events)
+                        if self.review is not None and run.outcome is Outcome.FINISHED:
+                            run = self._reviewed(row, request, ws, loop_ctx, events, run)
                     except PauseRun as pause:  # a call waits for a person: no lease meanwhile
                         return self._await_approval(pause, ws.branch)
             self.events = None  # the loop wrote more: read again once something needs it
         if run.outcome is Outcome.KILLSWITCH_ENGAGED:
             return self._pause(ws.branch, run)
+        if self.review is not None:  # a review posts; it commits, pushes and opens nothing
+            if run.outcome is Outcome.FINISHED:
+                self.lease.update(status=ExecutionStatus.FINALIZING)
+                run = self.review.conclude(run, ws.path, self.scope.emit)
+            return self._end(run, None, ws.branch)
         finalized = None
         if run.succeeded:
             self.lease.update(status=ExecutionStatus.FINALIZING)
@@ -245,11 +266,13 @@ class DurableRun:
                 return adopt_workspace(old, self.lease.epoch)
             raise ExecutionError("cannot resume: the last checkpoint was over the size cap and "
                                  "the workspace is gone", code=ErrorCode.SUBSTRATE_ERROR)
-        ws = provision_workspace(self.id, request.repo_url or "", base_branch=row.base_branch,
+        base_branch, base_commit = row.base_branch, row.base_commit if resumed else None
+        if self.review is not None:  # the pull request's head
+            base_branch, base_commit = self.review.checkout()
+        ws = provision_workspace(self.id, request.repo_url or "", base_branch=base_branch,
                                  git_auth=git_auth, settings=self.settings,
                                  slug=request.slug or request.prompt,
-                                 allow_local=request.allow_local,
-                                 base_commit=row.base_commit if resumed else None,
+                                 allow_local=request.allow_local, base_commit=base_commit,
                                  attempt=self.lease.epoch)
         if row.branch and ws.branch != row.branch:
             raise ExecutionError(f"the workspace branch {ws.branch!r} is not the recorded "
@@ -305,13 +328,28 @@ class DurableRun:
                               legacy=True)
 
     def _loop(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
-              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]]) -> RunResult:
+              ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]],
+              history: list[Message] | None = None) -> RunResult:
         wiring = self._wiring(row, request, ws, events, legacy=False)
         return self.scope.run(LoopInputs(
-            self.id, row.provider, row.model, ws.path, row.prompt, request.script,
-            rebuild_messages(events) or None, trace_links=_earlier_attempts(events),
-            profile=request.profile, events=tuple(events), mcp=self.scope.mcp(request)),
+            self.id, row.provider, row.model, ws.path, self.review_prompt or row.prompt,
+            request.script, history or rebuild_messages(events) or None,
+            trace_links=_earlier_attempts(events), profile=request.profile,
+            events=tuple(events), mcp=self.scope.mcp(request)),
             ctx, wiring, legacy=False)
+
+    def _reviewed(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,
+                  ctx: ToolDomainContext, events: list[tuple[str, dict[str, Any]]],
+                  run: RunResult) -> RunResult:
+        """A review execution's answer, validated, after one repair turn if it needs one."""
+        assert self.review is not None
+
+        def repair(error: ReviewInvalid) -> RunResult:
+            turn = Message(role=Role.USER, parts=[TextPart(text=repair_prompt(error))])
+            return self._loop(row, request, ws, ctx, self._read_journal(),
+                              [*run.messages, turn])
+
+        return self.review.validated(run, repair, self.scope.emit)
 
     # -- the end ------------------------------------------------------------------------------
     def _await_approval(self, pause: PauseRun, branch: str | None) -> ExecutionOutcome:

@@ -69,6 +69,8 @@ class ExecutionRequest:
     setup: tuple[str, ...] = ()
     network: str = "offline"
     network_allowlist: tuple[str, ...] = ()
+    # a review execution's target (services.runs.review.ReviewTarget); None: it changes code
+    review: dict[str, Any] | None = None
 
     def __post_init__(self) -> None:
         if (self.repo_url is None) == (self.workspace is None):
@@ -109,7 +111,8 @@ class ExecutionRequest:
         known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
                                         "allow_local", "allow_workflow_changes",
                                         "limit_overrides", "approval_policy", "setup",
-                                        "network", "network_allowlist") if k in stored}
+                                        "network", "network_allowlist", "review")
+                 if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
                    model=row.model, base_branch=row.base_branch,
                    profile=AgentProfile.from_stored(stored.get("profile")), **known)

@@ -17,6 +17,7 @@ from services.db.models.flowcharts import (
     Node,
     new_id,
 )
+from services.db.models.reviews import PullRequestReview
 
 __all__ = [
     "ApiToken",
@@ -31,6 +32,7 @@ __all__ = [
     "McpServer",
     "Node",
     "NodeExecution",
+    "PullRequestReview",
     "RuntimeSetting",
     "ToolApproval",
     "ToolCallRecord",

@@ -35,8 +35,10 @@ log = logging.getLogger(__name__)
 class ToolRegistry:
     """Operations by provider-facing name (``git_status``) and dotted name (``git.status``)."""
 
-    def __init__(self, specs: Iterable[ToolSpec] = ()) -> None:
+    def __init__(self, specs: Iterable[ToolSpec] = (), withheld: Iterable[str] = ()) -> None:
         self._by_name: dict[str, ToolSpec] = {}
+        # operations that exist but are not offered (a role's policy): ``tool_not_allowed``
+        self.withheld = frozenset(withheld)
         for spec in specs:
             self.add(spec)
 
@@ -100,6 +102,10 @@ class Dispatcher:
         started = time.perf_counter()
         spec = self.registry.get(call.tool_name)
         try:
+            if spec is None and provider_tool_name(call.tool_name) in self.registry.withheld:
+                raise ToolFailure(ErrorCode.TOOL_NOT_ALLOWED,
+                                  f"{call.tool_name!r} is not allowed in this execution",
+                                  details={"tool_name": call.tool_name})
             if spec is None:
                 raise ToolFailure(ErrorCode.UNKNOWN_TOOL, f"unknown tool {call.tool_name!r}",
                                   details={"tool_name": call.tool_name})
