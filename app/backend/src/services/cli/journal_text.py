@@ -56,6 +56,8 @@ def finalize_line(data: dict[str, Any]) -> str:
     if not data.get("ok"):
         error = data.get("error") or {}
         return f"finalize {step}: FAILED {error.get('code')}: {error.get('message')}"
+    if step == "review":
+        return f"finalize review: {data.get('verdict')} posted {data.get('url')}"
     if step == "commit":
         head = data.get("head_sha") or "-"
         return f"finalize commit: {'committed' if data.get('committed') else 'nothing new'}, " \

@@ -173,7 +173,8 @@ class ReviewPhase:
             self.reviewed = self.parse(run)
             return run
         except ReviewInvalid as error:
-            emit(AgentEventKind.FINALIZE, {"step": "review_repair", "error": error.message})
+            emit(AgentEventKind.FINALIZE, {"step": "review_repair", "ok": False, "error": {
+                "code": ErrorCode.REVIEW_INVALID.value, "message": error.message}})
             repaired = repair(error)
         if repaired.outcome is not Outcome.FINISHED:
             return repaired
@@ -184,7 +185,8 @@ class ReviewPhase:
             return self.invalid(repaired, error, emit)
 
     def invalid(self, run: RunResult, error: ReviewInvalid, emit: Emit) -> RunResult:
-        emit(AgentEventKind.FINALIZE, {"step": "review", "ok": False, "error": error.message})
+        emit(AgentEventKind.FINALIZE, {"step": "review", "ok": False, "error": {
+            "code": ErrorCode.REVIEW_INVALID.value, "message": error.message}})
         return failed_run(self.id, run.provider, run.model, ErrorCode.REVIEW_INVALID,
                           error.message)
 
