@@ -4,6 +4,7 @@ the review, which is posted; two malformed answers fail the execution with ``rev
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ from tests.integration.repo_env import RepoWorld, repo_world
 from tests.integration.runs.review_world import BUG_LINE, BUGGY, finding, push_branch, review_json
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply
-from tests.support.model_server import ScriptedModelServer, text
+from tests.support.model_server import ScriptedModelServer, text, tool_calls
 
 KEY = "sk-review-providers-KEY-77c1"
 MODELS = {"codex": "gpt-5.1", "gemini": "gemini-2.5-pro", "claude": "claude-sonnet-4-5"}
@@ -64,6 +65,33 @@ def test_each_provider_reviews_after_one_repair_turn(
         provider: str) -> None:
     _, row = _run(world, tmp_path, monkeypatch, provider, "I think it is fine.",
                   review_json(finding()))
+    assert row is not None and row.status == "succeeded", (row.error_code, row.error_message)
+    assert [(c["path"], c["line"]) for c in world.api.reviews.comments_of(1)] == [
+        ("stats.py", BUG_LINE)]
+
+
+def _structured(record: RequestRecord) -> Reply:
+    """The model hands the review to the CLI's ``StructuredOutput`` tool, then says "done"."""
+    if b'"type":"tool_result"' in record.raw_body:
+        return text("Done.")
+    return tool_calls([("StructuredOutput", json.loads(review_json(finding())))])
+
+
+def test_claude_answers_through_the_sdks_structured_output(
+        world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    settings = world.settings().model_copy(update={"workspace_dir": tmp_path / "ws"})
+    db = world.database()
+    with ScriptedModelServer([_structured] * 40) as server:
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.url)
+        execution_id = start_review(db, settings, world.url, 1, provider="claude",
+                                    model=MODELS["claude"])
+        ExecutionService(db, settings).execute_recorded(execution_id)
+        declared = {t.name for r in server.requests_for("anthropic")
+                    for t in server.declared_tools(r)}
+    row = ExecutionRepository(db).get(execution_id)
+    db.dispose()
+    assert "StructuredOutput" in declared  # the schema went to the CLI as structured output
+    # the final text was "Done.": only the structured output can have given the review
     assert row is not None and row.status == "succeeded", (row.error_code, row.error_message)
     assert [(c["path"], c["line"]) for c in world.api.reviews.comments_of(1)] == [
         ("stats.py", BUG_LINE)]

@@ -5,8 +5,10 @@ This is where deployment settings meet the engine; the engine itself reads no co
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from services.execution.ports import CommandSandbox, ModelClient, SelfDrivingEngine
 from services.execution.providers.cloud_auth import AuthMode, auth_mode
@@ -31,6 +33,7 @@ class EngineRequest:
     transcript_dir: Path | None = None  # where a self-driving engine keeps its transcript
     script: Path | dict[str, object] | None = None
     codex_mode: str = "responses"
+    output_schema: Mapping[str, Any] | None = None  # the final answer's JSON schema (a review)
 
 
 def build_engine(
@@ -46,6 +49,7 @@ def build_engine(
         model=model_or_default(profile.name, request.model), workspace=request.workspace,
         run_dir=request.run_dir, transcript_dir=request.transcript_dir, script=request.script,
         codex_mode=request.codex_mode, environ=process_environment(),
+        output_schema=request.output_schema,
         auth_mode=auth_modes(settings).get(request.provider),
     ))
 

@@ -47,7 +47,7 @@ from services.execution.ports import (
     GitAuth,
 )
 from services.execution.providers.profiles import prewarm
-from services.execution.review import ReviewInvalid, repair_prompt
+from services.execution.review import REVIEW_SCHEMA, ReviewInvalid, repair_prompt
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.git.runner import run_git
 from services.repos.urls import validate_repo_url
@@ -335,7 +335,8 @@ class DurableRun:
             self.id, row.provider, row.model, ws.path, self.review_prompt or row.prompt,
             request.script, history or rebuild_messages(events) or None,
             trace_links=_earlier_attempts(events), profile=request.profile,
-            events=tuple(events), mcp=self.scope.mcp(request)),
+            events=tuple(events), mcp=self.scope.mcp(request),
+            output_schema=REVIEW_SCHEMA if self.review is not None else None),
             ctx, wiring, legacy=False)
 
     def _reviewed(self, row: NodeExecution, request: ExecutionRequest, ws: Workspace,

@@ -131,6 +131,7 @@ class LoopInputs:
     profile: AgentProfile = AgentProfile()  # role, system prompt, MCP servers, models
     mcp: McpConfig | None = None  # the stored MCP servers the profile names, decrypted
     events: tuple[tuple[str, dict[str, Any]], ...] = ()  # the journal so far (a resume)
+    output_schema: dict[str, Any] | None = None  # the final answer's JSON schema (a review)
 
 
 def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContext,
@@ -143,7 +144,8 @@ def run_loop(settings: StudioSettings, inputs: LoopInputs, ctx: ToolDomainContex
         def build(choice: ModelChoice) -> ModelClient | SelfDrivingEngine:
             return build_engine(EngineRequest(
                 provider=choice.provider, model=choice.model, workspace=inputs.workspace,
-                run_dir=run_dir, script=inputs.script, transcript_dir=transcripts), settings)
+                run_dir=run_dir, script=inputs.script, transcript_dir=transcripts,
+                output_schema=inputs.output_schema), settings)
 
         chain = inputs.profile.chain(inputs.provider, inputs.model)
         plan = model_plan(chain, inputs.events, build)

@@ -21,6 +21,7 @@ CLI already retried.
 
 from __future__ import annotations
 
+import json
 import shutil
 import tempfile
 from collections.abc import Mapping
@@ -83,6 +84,8 @@ class ClaudeConfig:
     max_retries: int = 2  # the CLI's own API retries (CLAUDE_CODE_MAX_RETRIES)
     scratch_dir: Path | None = None  # parent of the ephemeral config dir (default: system temp)
     python: str | None = None  # interpreter of the env launcher (default: this one)
+    # the final answer's JSON schema (a review): the SDK's structured output
+    output_schema: Mapping[str, Any] | None = None
 
 
 @dataclass
@@ -198,6 +201,8 @@ class ClaudeEngine:
             permission_mode="dontAsk",
             cli_path=str(launcher),
             env=env,
+            output_format=({"type": "json_schema", "schema": dict(self.config.output_schema)}
+                           if self.config.output_schema is not None else None),
         )
 
     async def _drive(self, options: ClaudeAgentOptions, prompt: str, session: _Session) -> None:
@@ -283,6 +288,8 @@ def _observe(session: _Session, message: Message) -> None:
 
 def _final_text(session: _Session) -> str:
     result = session.result
+    if result is not None and result.structured_output is not None and not result.is_error:
+        return json.dumps(result.structured_output)  # the SDK's validated structured output
     if result is not None and isinstance(result.result, str) and not result.is_error:
         return result.result or session.last_text
     return session.last_text

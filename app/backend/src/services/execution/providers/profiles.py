@@ -179,6 +179,8 @@ class EngineSpec:
     transcript_dir: Path | None = None  # where a self-driving engine keeps its transcript
     script: Path | dict[str, object] | None = None  # replay only
     codex_mode: str = "responses"  # codex only: "responses" or "chat"
+    # the JSON schema of the final answer (a review); claude asks its SDK for structured output
+    output_schema: Mapping[str, Any] | None = None
     environ: Mapping[str, str] = field(default_factory=dict, repr=False)
     # The provider's auth mode (STUDIO_<PROVIDER>_AUTH; :mod:`.cloud_auth`); None: the API key.
     auth_mode: str | None = None
@@ -254,7 +256,7 @@ def _build_claude(spec: EngineSpec) -> Engine:
     return ClaudeEngine(ClaudeConfig(
         model=spec.model, workspace=spec.workspace, env=claude_env_from(spec.environ, mode),
         transcript_dir=spec.transcript_dir or spec.run_dir / "claude-transcript",
-        scratch_dir=spec.run_dir,
+        scratch_dir=spec.run_dir, output_schema=spec.output_schema,
     ))
 
 
