@@ -44,6 +44,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "operators",
     "mcp_servers",
     "approvals",
+    "reviews",
 )
 
 API_PREFIX = "/api/"

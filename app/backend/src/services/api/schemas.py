@@ -41,7 +41,16 @@ class ExecutionCreate(BaseModel):
                           description="https:// (http:// only to a loopback host); no local "
                                       "paths, file://, ext:: or option-like values.")
     provider: Provider
-    prompt: str = Field(min_length=1, max_length=200_000)
+    kind: Literal["change", "review"] = Field(
+        default="change", description="``change`` (the default) changes the code; ``review`` "
+        "reviews pull request ``pr`` read-only and posts one GitHub review (docs: review).")
+    pr: int | None = Field(default=None, ge=1, le=9_999_999,
+                           description="The pull request a review reviews (kind review).")
+    head_sha: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$",
+                                 description="The head a review reviews (default: the pull "
+                                             "request's head when it runs).")
+    prompt: str | None = Field(default=None, min_length=1, max_length=200_000,
+                               description="The task (required unless kind is review).")
     model: str | None = Field(default=None, min_length=1, max_length=200)
     base_branch: str | None = Field(default=None, min_length=1, max_length=255)
     pull_request: bool = Field(default=False,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query, Request, Response
 
@@ -41,6 +41,7 @@ from services.execution.providers.profiles import provider_profile
 from services.execution.providers.replay import load_script
 from services.repos.urls import validate_repo_url
 from services.runs.request import ExecutionRequest, create_execution
+from services.runs.review_start import review_request
 from services.settings import StudioSettings
 from services.telemetry import tracing
 
@@ -79,6 +80,38 @@ def request_profile(body: ExecutionCreate) -> AgentProfile:
         raise ApiError(exc.message, code=code, details={"reason": exc.code}) from exc
 
 
+REVIEW_FIXED = ("base_branch", "role", "system_prompt", "mcp_servers", "models",
+                "approval_policy", "setup", "network_allowlist")
+
+
+def create_review(body: ExecutionCreate, db: Database, settings: StudioSettings,
+                  limits: dict[str, Any]) -> str:
+    """A review execution (:func:`services.runs.review_start.start_review`'s request): its
+    tools, network, verdicts and prompt are the review's own, so fields that set them are
+    refused (``invalid_arguments`` naming the field)."""
+    given = body.model_dump(exclude_unset=True)
+    fixed = [name for name in REVIEW_FIXED if given.get(name)]
+    if body.pull_request or body.network != "offline":
+        fixed.append("pull_request" if body.pull_request else "network")
+    if body.prompt is not None:
+        fixed.append("prompt")
+    if body.pr is None or fixed:
+        field = "pr" if body.pr is None else fixed[0]
+        raise ApiError(f"a review needs pr and takes no {field}" if body.pr is not None else
+                       "a review needs pr (the pull request number)",
+                       code=ErrorCode.INVALID_ARGUMENTS, details={"field": field})
+    try:
+        request = review_request(db, settings, body.repo_url, body.pr, head_sha=body.head_sha,
+                                 provider=body.provider, model=body.model,
+                                 script=body.replay_script, limit_overrides=limits)
+        return create_execution(db, request, Redactor.from_settings(settings),
+                                settings=settings)
+    except (ConfigError, InvalidSettingValue) as exc:
+        message = exc.message if isinstance(exc, ConfigError) else str(exc)
+        details = exc.details if isinstance(exc, ConfigError) else {}
+        raise ApiError(message, code=ErrorCode.INVALID_ARGUMENTS, details=details) from exc
+
+
 def _found(db: Database, execution_id: str) -> NodeExecution:
     row = ExecutionRepository(db).get(execution_id)
     if row is None:
@@ -100,6 +133,15 @@ def create_execution_route(
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
     check_limits(http_request, db, limits, "limits")
+    if body.kind == "review":
+        execution_id = create_review(body, db, settings, limits)
+        launcher.launch(execution_id)
+        response.headers["Location"] = f"/api/executions/{execution_id}"
+        return ExecutionCreated(id=execution_id, status=ExecutionStatus.QUEUED)
+    if body.prompt is None or body.pr is not None or body.head_sha is not None:
+        raise ApiError("a change needs a prompt, and takes no pr or head_sha (those are for "
+                       "kind review)", code=ErrorCode.INVALID_ARGUMENTS,
+                       details={"field": "prompt" if body.prompt is None else "pr"})
     profile = request_profile(body)
     policy = parse_policy(body.approval_policy).as_json()  # invalid_approval_policy (422)
     request = ExecutionRequest(

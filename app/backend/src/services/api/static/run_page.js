@@ -131,6 +131,8 @@
       this.diff = el("div", { id: "diff", class: "diff" },
                      el("p", { class: "muted" }, "Shown once the run has ended."));
       this.prompt = el("pre", { id: "run-prompt" });
+      this.review = el("section", { id: "review", "aria-labelledby": "review-title" });
+      this.review.hidden = true;
       this.approvals = new Studio.ApprovalPanel(executionId, this.note);
       view.replaceChildren(el("h1", {}, "Run ", el("code", {}, executionId)),
                            el("p", { class: "muted" }, "Loading…"));
@@ -147,6 +149,7 @@
               ...field("cost", this.cost)),
            el("div", { class: "actions" }, this.cancelButton, this.downloadButton), this.note),
         this.approvals.section,
+        this.review,
         el("section", { "aria-labelledby": "conversation-title" },
            el("h2", { id: "conversation-title" }, "Conversation"), this.conversation),
         el("section", { "aria-labelledby": "timeline-title" },
@@ -446,6 +449,40 @@
       this.heard.textContent = "";
       this.loadDiff();
       this.loadFinal();
+      this.loadReview();
+    }
+
+    // A review execution's review: verdict, summary, findings by file, links to the posted
+    // comments, and the calls its read-only policy refused (what an injection tried).
+    async loadReview() {
+      let review;
+      try {
+        review = await api("/api/executions/" + encodeURIComponent(this.id) + "/review");
+      } catch (error) {
+        return;
+      }
+      if (!review.available && review.denials.length === 0) return;
+      const parts = [el("h2", { id: "review-title" }, "Review")];
+      if (review.available) {
+        parts.push(
+          el("p", {}, "verdict ", el("strong", { id: "review-verdict" }, review.verdict), " · ",
+             link(review.url, "posted review")),
+          el("pre", { id: "review-summary" }, review.summary || ""),
+          ...Object.entries(review.findings_by_file).map(([path, findings]) =>
+            el("details", { class: "review-file", open: true, "data-file": path },
+               el("summary", {}, el("code", {}, path)),
+               el("ul", {}, ...findings.map((f) => el("li", {}, "line " + f.line + " (" +
+                  f.severity + ") ", el("strong", {}, f.title), ": " + f.body))))),
+          el("ul", { id: "review-comments" }, ...review.comments.map((c) =>
+            el("li", {}, c.action + " ", link(c.url, c.path + ":" + c.line)))));
+      }
+      if (review.denials.length) {
+        parts.push(el("h3", {}, "Refused calls (permission denials)"),
+                   el("ul", { id: "review-denials" }, ...review.denials.map((d) =>
+                     el("li", {}, el("code", {}, d.tool_name), " " + d.code))));
+      }
+      this.review.replaceChildren(...parts);
+      this.review.hidden = false;
     }
 
     async loadFinal() {
