@@ -7,7 +7,6 @@ by file, the links to the posted comments and the refused calls; hostile bodies 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
