@@ -27,6 +27,7 @@ from services.cli.config_errors import (
 from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
+from services.cli.review import review_command
 from services.cli.tokens import app as tokens_app
 from services.cli.worker import reaper_command, worker_command
 from services.logs import configure_logging
@@ -43,6 +44,7 @@ app.add_typer(tools.app, name="tools")
 app.command("run")(run.run_command)
 app.command("demo")(demo.demo_command)
 app.command("execute")(execute_command)
+app.command("review")(review_command)
 app.command("flowchart-node", hidden=True)(flowchart_node_command)
 app.add_typer(db.app, name="db")
 app.add_typer(runtime_settings.app, name="settings")

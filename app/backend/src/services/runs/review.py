@@ -30,6 +30,7 @@ from services.db.pr_reviews import PullRequestReviews
 from services.db.session import Database
 from services.execution.confinement import resolve_path
 from services.execution.errors import ConfigError, ConfinementViolation, ErrorCode
+from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult
 from services.execution.ports import AgentEventKind
 from services.execution.review import (
@@ -198,7 +199,14 @@ class ReviewPhase:
                 review = self.parse(run)
             except ReviewInvalid as error:
                 return self.invalid(run, error, emit)
-        self.post(review, workspace, emit)
+        posted = self.post(review, workspace, emit)
+        # the execution's result says what was reviewed and posted (not the raw JSON)
+        run.result = AgentResult(
+            status=AgentStatus.SUCCESS, summary=f"{review.verdict.value}: {review.summary}"[:4000],
+            issues=[f"{f.path}:{f.line} ({f.severity.value}) {f.title}" for f in review.findings],
+            changes=[f"review posted: {posted['url']}"],
+            pr_url=self.pull.url if self.pull is not None else None)
+        run.parsed_result = True
         return run
 
     def parse(self, run: RunResult) -> Review:
