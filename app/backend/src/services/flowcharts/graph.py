@@ -33,8 +33,9 @@ from services.repos.urls import RepositoryUrlRejected, validate_repo_url
 from services.runs.setup_request import check_network, check_setup_commands
 
 NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$"
-NODE_TYPES = ("start", "agent", "command", "decision", "end")
-WORK_TYPES = frozenset({"agent", "command"})  # the nodes that are node executions
+NODE_TYPES = ("start", "agent", "command", "review", "decision", "end")
+# the nodes that are node executions
+WORK_TYPES = frozenset({"agent", "command", "review"})
 
 
 class NodeState(StrEnum):
@@ -186,6 +187,32 @@ class CommandConfig(_Config):
         return list(self.argv or []) + ([self.command] if self.command else [])
 
 
+class ReviewConfig(_Config):
+    """A review node: one review execution of pull request ``pr`` (services.runs.review_start);
+    its tools, network and verdicts are the review's own, so it has no role, setup or policy."""
+
+    provider: str = Field(min_length=1)
+    repo_url: str = Field(min_length=1)
+    pr: int = Field(ge=1, le=9_999_999)
+    head_sha: str | None = Field(default=None, pattern=r"^[0-9a-f]{40}$")
+    model: str | None = None
+    replay_script: dict[str, Any] | None = None
+    github_repo: str | None = None
+    continue_on_failure: bool = False
+
+    @field_validator("repo_url")
+    @classmethod
+    def _repository(cls, value: str) -> str:
+        try:
+            validate_repo_url(value, from_api=True)
+        except RepositoryUrlRejected as exc:
+            raise ValueError(exc.message) from None
+        return value
+
+    def templates(self) -> list[str]:
+        return []
+
+
 class DecisionConfig(_Config):
     """Routes on ``field`` (a dotted path) of the result of ``source`` (default: its one input)."""
 
@@ -195,7 +222,7 @@ class DecisionConfig(_Config):
 
 
 CONFIG_MODELS: dict[str, type[_Config]] = {
-    "start": StartConfig, "agent": AgentConfig, "command": CommandConfig,
+    "start": StartConfig, "agent": AgentConfig, "command": CommandConfig, "review": ReviewConfig,
     "decision": DecisionConfig, "end": EndConfig,
 }
 

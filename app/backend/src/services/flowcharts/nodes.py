@@ -30,7 +30,13 @@ from services.execution.errors import ExecutionError
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
-from services.flowcharts.graph import AgentConfig, CommandConfig, NodeSpec, NodeState
+from services.flowcharts.graph import (
+    AgentConfig,
+    CommandConfig,
+    NodeSpec,
+    NodeState,
+    ReviewConfig,
+)
 from services.flowcharts.templates import render_template
 from services.flowcharts.workspace import (
     WorkspaceRefused,
@@ -39,6 +45,7 @@ from services.flowcharts.workspace import (
 )
 from services.repos.workspaces import workspace_root
 from services.runs.request import ExecutionRequest
+from services.runs.review_start import review_request
 from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 
@@ -77,7 +84,8 @@ class NodeRunner:
         """``job`` with its node's workspace resolved and checked, once, as the node starts:
         the run's directory or its ``config.workspace`` subdirectory (agent nodes), a real
         directory strictly inside the run's directory (:mod:`services.flowcharts.workspace`)."""
-        if job.node.type == "agent" and AgentConfig.model_validate(job.node.config).repo_url:
+        if job.node.type == "review" or (
+                job.node.type == "agent" and AgentConfig.model_validate(job.node.config).repo_url):
             return job  # a repository node works in a clone of its own
         if job.workspace is None:
             raise WorkspaceRefused("the run has no directory of its own")
@@ -118,6 +126,14 @@ class NodeRunner:
             network_allowlist=tuple(config.network_allowlist),
         )
 
+    def review_request(self, job: NodeJob) -> ExecutionRequest:
+        """The request of a review node (:func:`services.runs.review_start.review_request`)."""
+        config = ReviewConfig.model_validate(job.node.config)
+        return review_request(self.db, self.settings, config.repo_url, config.pr,
+                              head_sha=config.head_sha, provider=config.provider,
+                              model=config.model, script=config.replay_script,
+                              github_repo=config.github_repo)
+
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
@@ -136,8 +152,7 @@ class NodeRunner:
             return None
         row = self.executions.get(execution_id)
         assert row is not None
-        config = AgentConfig.model_validate(job.node.config)
-        return agent_outcome(job.node.id, row, continue_on_failure=config.continue_on_failure)
+        return agent_outcome(job.node.id, row, continue_on_failure=continues(job.node))
 
     # -- command ----------------------------------------------------------------------------
 
@@ -220,6 +235,12 @@ class _CancelWatch:
         row = self.executions.get(self.execution_id)
         self.seen = self.seen or (row is not None and row.cancel_requested)
         return self.seen
+
+
+def continues(node: NodeSpec) -> bool:
+    """Whether an agent or review node's failure lets the run go on (``continue_on_failure``)."""
+    model = ReviewConfig if node.type == "review" else AgentConfig
+    return model.model_validate(node.config).continue_on_failure
 
 
 def agent_outcome(node_id: str, row: NodeExecution, *, continue_on_failure: bool) -> NodeOutcome:

@@ -41,13 +41,12 @@ from services.execution.errors import ErrorCode, StudioError
 from services.flowcharts.graph import (
     FINISHED_STATES,
     WORK_TYPES,
-    AgentConfig,
     FlowchartGraph,
     NodeState,
     check_mcp_servers,
     validate_graph,
 )
-from services.flowcharts.nodes import NodeJob, NodeOutcome, NodeRunner, agent_outcome
+from services.flowcharts.nodes import NodeJob, NodeOutcome, NodeRunner, agent_outcome, continues
 from services.flowcharts.templates import TemplateRenderError, template_context
 from services.flowcharts.traversal import decide, plan
 from services.flowcharts.workspace import create_run_directory
@@ -287,17 +286,16 @@ class FlowchartRunService:
     def _run_work(self, job: NodeJob, execution_id: str | None) -> NodeOutcome | None:
         runner = NodeRunner(self.db, self.settings)
         job = runner.resolve_workspace(job)
-        if job.node.type == "agent":
-            request = runner.agent_request(job)
+        if job.node.type in ("agent", "review"):
+            request = (runner.agent_request(job) if job.node.type == "agent"
+                       else runner.review_request(job))
             if execution_id is None:
                 execution_id = runner.create_agent_execution(job, request)
                 if not self._attach(job.run_id, job.node.id, execution_id):
                     return self._cancelled_before_start(job, execution_id)
             row = self.executions.get(execution_id)
             if row is not None and row.status in FINAL_STATUSES:  # a redelivered task
-                config = AgentConfig.model_validate(job.node.config)
-                return agent_outcome(job.node.id, row,
-                                     continue_on_failure=config.continue_on_failure)
+                return agent_outcome(job.node.id, row, continue_on_failure=continues(job.node))
             if row is not None and row.status == ExecutionStatus.AWAITING_APPROVAL:
                 return None  # a task delivered again while the node waits: it keeps waiting
             if self._held(execution_id):
