@@ -10,8 +10,8 @@ import pytest
 from services.execution.review import (
     Review,
     ReviewInvalid,
-    commentable_lines,
     comment_body,
+    commentable_lines,
     finding_marker,
     marker_of,
     parse_review,

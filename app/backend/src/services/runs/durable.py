@@ -170,7 +170,8 @@ class DurableRun:
             if request.review is not None:
                 self.review = ReviewPhase(self.db, self.settings, self.id, request.review,
                                           request.repo_url or "", request.github_repo,
-                                          wiring.token, resolve_token(self.db, self.settings)[1])
+                                          wiring.token, resolve_token(self.db, self.settings)[1],
+                                          self.redactor)
             prewarm(row.provider)  # the SDK's import overlaps the clone (git, not Python)
             with tracing.span("studio.provision", {"studio.execution_id": self.id,
                                                    "studio.resumed": row.base_commit is not None}):

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from services.db.pr_reviews import PullRequestReviews
+from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.confinement import resolve_path
 from services.execution.errors import ConfigError, ConfinementViolation, ErrorCode
@@ -104,7 +105,7 @@ class ReviewPhase:
 
     def __init__(self, db: Database, settings: StudioSettings, execution_id: str,
                  review: dict[str, Any], repo_url: str, github_repo: str | None,
-                 token: str | None, api_url: str) -> None:
+                 token: str | None, api_url: str, redactor: Redactor | None = None) -> None:
         if token is None:
             raise ConfigError("a review execution needs a GitHub token (STUDIO_GITHUB_TOKEN "
                               "or the stored integration)")
@@ -117,6 +118,8 @@ class ReviewPhase:
         self.head_sha = ""
         self.base_sha = ""
         self.reviewed: Review | None = None
+        # what is posted is model text: no secret the deployment knows goes to GitHub
+        self.redactor = redactor or Redactor()
 
     def close(self) -> None:
         self.github.close()
@@ -219,8 +222,9 @@ class ReviewPhase:
         placed = place_findings(review, commentable)
         inline = [f.model_dump(mode="json") | {"marker": finding_marker(
             f.path, _anchor(workspace, f.path, f.line), f.title)} for f in placed.inline]
-        stored = review.model_dump(mode="json") | {"summary": placed.summary,
-                                                   "moved": len(placed.moved)}
+        stored = self.redactor.data(review.model_dump(mode="json") | {
+            "summary": placed.summary, "moved": len(placed.moved)})
+        inline = self.redactor.data(inline)
         reviews = PullRequestReviews(self.db)
         row = reviews.record(self.id, repository=self.repository, pr_number=self.target.pr,
                              head_sha=self.head_sha, base_sha=self.base_sha or self.head_sha,
