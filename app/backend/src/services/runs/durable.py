@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from services.db.base import utcnow
 from services.db.checkpoints import CheckpointRepository
@@ -90,6 +90,8 @@ from services.settings import StudioSettings
 from services.telemetry import record, tracing
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 FINALIZE_ATTEMPTS = 3
 FINALIZE_BACKOFF_S = 1.0
@@ -229,7 +231,8 @@ class DurableRun:
         if self.review is not None:  # a review posts; it commits, pushes and opens nothing
             if run.outcome is Outcome.FINISHED:
                 self.lease.update(status=ExecutionStatus.FINALIZING)
-                run = self.review.conclude(run, ws.path, self.scope.emit)
+                review, ended = self.review, run
+                run = self._retried(lambda: review.conclude(ended, ws.path, self.scope.emit))
             return self._end(run, None, ws.branch)
         finalized = None
         if run.succeeded:
@@ -241,11 +244,16 @@ class DurableRun:
                                request: ExecutionRequest) -> Finalized:
         """Finalization is keyed (no second push, no second PR), so a transient failure (GitHub
         or the git host unavailable) is simply tried again, a few times, with backoff."""
+        return self._retried(lambda: self._finalize(ws, ctx, run, request))
+
+    def _retried(self, step: Callable[[], _T]) -> _T:
+        """``step`` (a keyed finalization, or posting a review) tried again on a retryable
+        failure, a few times, with backoff."""
         for attempt in range(1, FINALIZE_ATTEMPTS + 1):
             try:
                 with tracing.span("studio.finalize", {"studio.execution_id": self.id,
                                                       "studio.attempt": attempt}):
-                    return self._finalize(ws, ctx, run, request)
+                    return step()
             except StudioError as error:
                 if not error.retryable or attempt == FINALIZE_ATTEMPTS:
                     raise
