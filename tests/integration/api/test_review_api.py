@@ -6,6 +6,7 @@ by file, the links to the posted comments and the refused calls; hostile bodies 
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from typing import Any
 
@@ -14,6 +15,7 @@ import pytest
 from tests.integration.api.helpers import wait_final
 from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import claimed_broker, start_worker
+from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 from tests.integration.repo_env import RepoWorld, repo_world
 from tests.integration.runs.review_world import (
     BUG_LINE,
@@ -27,20 +29,26 @@ from tests.integration.runs.review_world import (
 )
 
 
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ApiServer, RepoWorld]]:
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+           ) -> Iterator[tuple[ApiServer, RepoWorld]]:
     root = tmp_path_factory.mktemp("review-api")
-    with repo_world(root) as world, claimed_broker() as broker:
+    with contextlib.ExitStack() as stack:
+        world = stack.enter_context(repo_world(root))
+        broker = stack.enter_context(claimed_broker())
         push_branch(world, "feature", {"stats.py": BUGGY})
         world.api.add_pull("acme", "widgets", "feature", "main")
         env = {**world.env(root / "ws"), "STUDIO_BROKER_URL": broker.url,
                "STUDIO_WORKER_QUEUE": broker.queue}
+        if request.param == "postgres":
+            admin = request.getfixturevalue("pg_admin")
+            url = create_migrated_pg_database(admin)
+            stack.callback(drop_pg_database, admin, url)
+            env["STUDIO_DATABASE_URL"] = url
         worker = start_worker(env, root / "worker.log", "--concurrency", "1")
-        try:
-            with api_process(env, world.url) as server:
-                yield server, world
-        finally:
-            worker.stop()
+        stack.callback(worker.stop)
+        server = stack.enter_context(api_process(env, world.url))
+        yield server, world
 
 
 def _post(server: ApiServer, body: dict[str, Any]) -> Any:
