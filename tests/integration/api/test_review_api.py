@@ -1,17 +1,21 @@
 """``POST /api/executions`` with ``kind: review`` on the real ``studio api``, run by a real
-``studio worker`` (Celery on Redis): the review is posted on the GitHub double and
+``studio worker`` (Celery on Redis, PostgreSQL): the review is posted on the GitHub double and
 ``GET /api/executions/{id}/review`` (what the run page shows) answers the verdict, the findings
-by file, the links to the posted comments and the refused calls; hostile bodies are refused with
+by file, the links to the posted comments and the refused calls, and the run page shows them
+as text (a browser); hostile bodies are refused with
 ``invalid_arguments`` naming the field, and nothing is recorded for them."""
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from selenium.webdriver.common.by import By
 
+from tests.integration.api.browser import chromium, login, nothing_injected_ran, text, wait
 from tests.integration.api.helpers import wait_final
 from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import claimed_broker, start_worker
@@ -29,9 +33,11 @@ from tests.integration.runs.review_world import (
 )
 
 
-@pytest.fixture(scope="module", params=["sqlite", "postgres"])
-def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+@pytest.fixture(scope="module")
+def served(pg_admin: str, tmp_path_factory: pytest.TempPathFactory
            ) -> Iterator[tuple[ApiServer, RepoWorld]]:
+    """The API and a worker on PostgreSQL (the SQLite path of the same code is covered by
+    ``tests/integration/runs/test_review_executions.py`` and the CLI tests)."""
     root = tmp_path_factory.mktemp("review-api")
     with contextlib.ExitStack() as stack:
         world = stack.enter_context(repo_world(root))
@@ -40,11 +46,9 @@ def served(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFact
         world.api.add_pull("acme", "widgets", "feature", "main")
         env = {**world.env(root / "ws"), "STUDIO_BROKER_URL": broker.url,
                "STUDIO_WORKER_QUEUE": broker.queue}
-        if request.param == "postgres":
-            admin = request.getfixturevalue("pg_admin")
-            url = create_migrated_pg_database(admin)
-            stack.callback(drop_pg_database, admin, url)
-            env["STUDIO_DATABASE_URL"] = url
+        url = create_migrated_pg_database(pg_admin)
+        stack.callback(drop_pg_database, pg_admin, url)
+        env["STUDIO_DATABASE_URL"] = url
         worker = start_worker(env, root / "worker.log", "--concurrency", "1")
         stack.callback(worker.stop)
         server = stack.enter_context(api_process(env, world.url))
@@ -105,3 +109,28 @@ def test_hostile_review_bodies_are_refused(served: tuple[ApiServer, RepoWorld],
     error = response.json()["error"]
     assert error["code"] == "invalid_arguments"
     assert field in response.text
+
+
+def test_the_run_page_shows_the_review_as_text(served: tuple[ApiServer, RepoWorld],
+                                               tmp_path: Path) -> None:
+    server, world = served
+    push_branch(world, "second", {"stats.py": BUGGY}, start="main")
+    number = world.api.add_pull("acme", "widgets", "second", "main").number
+    title = '<img src=x onerror="window.__studio_xss=1">mean() is off'
+    turns = script(calls(("git.push", {})),
+                   final(review_json(finding(title=title), verdict="comment")))
+    response = _post(server, {"repo_url": world.url, "provider": "replay", "kind": "review",
+                              "pr": number, "replay_script": turns})
+    execution_id = response.json()["id"]
+    assert wait_final(server, execution_id)["status"] == "succeeded"
+    posted = world.api.reviews.comments_of(number)
+    (tmp_path / "downloads").mkdir()
+    with chromium(tmp_path / "profile", tmp_path / "downloads") as driver:
+        login(driver, server.url, server.admin, f"#/runs/{execution_id}")
+        wait(driver).until(lambda d: d.find_elements(By.ID, "review-verdict"))
+        assert text(driver, "review-verdict") == "comment"
+        assert title in text(driver, "review")  # the markup is shown as text
+        links = driver.find_elements(By.CSS_SELECTOR, "#review-comments a")
+        assert [a.get_attribute("href") for a in links] == [posted[0]["html_url"]]
+        assert text(driver, "review-denials") == "git_push tool_not_allowed"
+        assert nothing_injected_ran(driver)
