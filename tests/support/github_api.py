@@ -10,6 +10,7 @@ branch "exists" when the real bare repository has it):
 * ``POST /api/v3/repos/{o}/{r}/pulls``               422 ``A pull request already exists`` on a
   duplicate open head/base pair
 * ``GET  /api/v3/repos/{o}/{r}/pulls/{n}``
+* pull-request files, reviews and review comments: :mod:`tests.support.github_reviews`
 
 Every request must carry the token (``Authorization: token X`` or ``Bearer X``), else 401
 ``Bad credentials``. Every absolute URL in a response is on the server's own host. Responses keep
