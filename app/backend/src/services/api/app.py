@@ -44,6 +44,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "operators",
     "mcp_servers",
     "approvals",
+    "evals",
 )
 
 API_PREFIX = "/api/"
