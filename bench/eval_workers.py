@@ -1,15 +1,16 @@
 """``studio eval`` over Celery workers: N tasks on two workers against the same N on one.
 
 A suite of N tasks (default 6) is built in a temporary directory; each task's replay trajectory
-runs ``sleep --task-s`` (default 3 s: what a model and a test run take, which a worker spends
+runs ``sleep --task-s`` (default 8 s: what a model's replies take, which a worker spends
 waiting) and writes its fix; a hidden test grades it. Each round records an eval run in a fresh
-PostgreSQL database and runs it with :class:`services.evals.runner.EvalRunner` (the runner hands
-every execution to Redis at once; the workers bound the parallelism): once with one ``studio
-worker --concurrency 1``, once with two of them. The rounds alternate (one, two, two, one, ...)
+PostgreSQL database and runs it with :class:`services.evals.runner.EvalRunner`, its executions
+sent through Redis to real ``studio worker --concurrency 1`` processes: one after another (one
+worker, eval concurrency 1: each task dispatched, run and graded before the next), then over two
+workers (eval concurrency 2). The rounds alternate (one, two, two, one, ...)
 so both see the same load. Reported: the wall time of each round (from the first dispatch to the
 last grade), the median per setting, and the ratio two/one.
 
-    python bench/eval_workers.py                  # N = 6, 2 repetitions of each (~2-3 min)
+    python bench/eval_workers.py                  # N = 6, 2 repetitions of each (~5 min)
     python bench/eval_workers.py --tasks 8 --reps 3
 
 Target (issue 34): two workers take at most 0.6 of the time of one. The exit status is 0
@@ -89,7 +90,7 @@ def one_round(workers: int, suite_dir: Path, admin: str, broker: Broker, root: P
         time.sleep(3)  # the workers connect to the broker
         suite = load_directory(suite_dir)
         runner = EvalRunner(db, settings, lambda eid: dispatch_execution(eid, settings),
-                            RunnerOptions(concurrency=len(suite.tasks), poll_s=0.1))
+                            RunnerOptions(concurrency=workers, poll_s=0.1))
         run_id = runner.start(suite, build_matrix(None, None, None, 1))
         began = time.monotonic()
         items = runner.run(run_id, suite)
@@ -108,7 +109,7 @@ def one_round(workers: int, suite_dir: Path, admin: str, broker: Broker, root: P
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--tasks", type=int, default=6)
-    parser.add_argument("--task-s", type=float, default=3.0)
+    parser.add_argument("--task-s", type=float, default=8.0)
     parser.add_argument("--reps", type=int, default=2)
     parser.add_argument("--out", type=Path, default=ROOT / "bench/results/eval_workers.json")
     args = parser.parse_args()
