@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from services.evals.errors import FIXTURE_FAILED, UNKNOWN_BASE_COMMIT, EvalError
-from services.evals.gitops import GitFailed, git
+from services.evals.gitops import GitFailed, git, without_credentials
 from services.evals.suite import EvalTask
 
 BASE_BRANCH = "studio-eval/base"
@@ -73,5 +73,5 @@ def _from_repo(task: EvalTask, bare: Path, home: Path) -> None:
     try:
         git("branch", "-f", BASE_BRANCH, f"{base}^{{commit}}", cwd=bare, home=home)
     except GitFailed:
-        raise EvalError(UNKNOWN_BASE_COMMIT,
-                        f"task {task.id}: base commit {base} is not in {task.repo}") from None
+        raise EvalError(UNKNOWN_BASE_COMMIT, f"task {task.id}: base commit {base} is not in "
+                                             f"{without_credentials(task.repo)}") from None

@@ -4,6 +4,7 @@ clean environment: no user or system configuration, a fixed author, no terminal 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,8 +15,16 @@ _IDENTITY = {"GIT_AUTHOR_NAME": "studio-eval", "GIT_AUTHOR_EMAIL": "eval@studio.
              "GIT_COMMITTER_DATE": "2026-01-01T00:00:00Z"}
 
 
+_USERINFO = re.compile(r"://[^/@\s]+@")
+
+
 class GitFailed(Exception):
-    """A git command that exited non-zero (its stderr, shortened)."""
+    """A git command that exited non-zero (its stderr, shortened, without URL credentials)."""
+
+
+def without_credentials(text: str) -> str:
+    """``text`` with the user-info part of every URL (``user:token@``) replaced."""
+    return _USERINFO.sub("://***@", text)
 
 
 def git_env(home: Path) -> dict[str, str]:
@@ -31,5 +40,5 @@ def git(*args: str, cwd: Path, home: Path, stdin: bytes | None = None) -> bytes:
                           capture_output=True, timeout=GIT_TIMEOUT_S, check=False)
     if done.returncode != 0:
         error = done.stderr.decode("utf-8", "replace").strip()[-500:]
-        raise GitFailed(f"git {args[0]} failed: {error}")
+        raise GitFailed(without_credentials(f"git {args[0]} failed: {error}"))
     return done.stdout

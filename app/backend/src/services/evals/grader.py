@@ -30,7 +30,7 @@ from services.evals.errors import PATCH_FAILED
 from services.evals.fixtures import TaskRepo
 from services.evals.gitops import GitFailed, git
 from services.evals.suite import EvalTask
-from services.execution.errors import ConfigError, StudioError
+from services.execution.errors import ConfigError, ErrorCode, StudioError
 from services.execution.network.allowlist import AllowlistError, parse_allowlist
 from services.execution.ports import AgentEventKind, CommandSandbox
 from services.execution.tool_domains.command.process import run_prepared
@@ -105,10 +105,7 @@ class Grader:
                 if patch:
                     git("apply", "--binary", "-", cwd=checkout, home=home, stdin=patch)
             for name, content in task.hidden.items():
-                target = checkout / name
-                target.parent.mkdir(parents=True, exist_ok=True)
-                target.unlink(missing_ok=True)  # never write through a link the agent made
-                target.write_text(content)
+                _write_hidden(checkout, name, content)
             if task.test_patch:
                 git("apply", "-", cwd=checkout, home=home, stdin=task.test_patch.encode())
             yield checkout
@@ -152,6 +149,24 @@ class Grader:
             outcome = run_prepared(prepared, timeout_s=self.settings.setup_timeout_s,
                                    cap=OUTPUT_CAP)
         return outcome.exit_code == 0 and not outcome.timed_out
+
+
+class LinkedPath(StudioError):
+    """A hidden test's path goes through a symbolic link the agent's diff made."""
+
+
+def _write_hidden(checkout: Path, name: str, content: str) -> None:
+    """Write a hidden test file, never through a link the agent made (a linked directory could
+    point anywhere this process may write)."""
+    target = checkout / name
+    for parent in reversed(target.relative_to(checkout).parents):
+        directory = checkout / parent
+        if directory.is_symlink():
+            raise LinkedPath(f"hidden test {name}: {parent} is a symbolic link in the agent's "
+                             "change", code=ErrorCode.PATH_OUTSIDE_WORKSPACE)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.unlink(missing_ok=True)  # a link (or file) the agent left in its place goes
+    target.write_text(content)
 
 
 def _ignore(kind: AgentEventKind, data: dict[str, Any]) -> None:
