@@ -92,9 +92,17 @@ def one_round(workers: int, suite_dir: Path, admin: str, broker: Broker, root: P
         runner = EvalRunner(db, settings, lambda eid: dispatch_execution(eid, settings),
                             RunnerOptions(concurrency=workers, poll_s=0.1))
         run_id = runner.start(suite, build_matrix(None, None, None, 1))
-        began = time.monotonic()
+        began, began_at = time.monotonic(), time.time()
         items = runner.run(run_id, suite)
         wall = time.monotonic() - began
+        for item in items:  # when each execution ran and was graded, from the start
+            row = runner.executions.get(item.execution_id or "")
+            if row is not None and row.started_at and row.finished_at and item.graded_at:
+                created = row.created_at.timestamp() - began_at
+                print(f"    {item.key.task_id}: created {created:5.1f}"
+                      f" started {row.started_at.timestamp() - began_at:5.1f} finished "
+                      f"{row.finished_at.timestamp() - began_at:5.1f} graded "
+                      f"{item.graded_at.timestamp() - began_at:5.1f}", flush=True)
         unresolved = [i.key.task_id for i in items if not (i.grade and i.grade.resolved)]
         if unresolved:
             print(f"  unresolved: {unresolved}", file=sys.stderr)
