@@ -39,6 +39,7 @@ from services.evals.fixtures import BASE_BRANCH, TaskRepo, prepare_repo
 from services.evals.grader import Grader
 from services.evals.matrix import Cell, Matrix, matrix_from_json
 from services.evals.suite import EvalTask, Suite
+from services.execution.errors import StudioError
 from services.runs.request import ExecutionRequest
 from services.runs.service import ExecutionService
 from services.settings import StudioSettings
@@ -117,7 +118,12 @@ class EvalRunner:
                 self._write(item, Grade(False, error_code=NO_REPLAY_SCRIPT,
                                         detail="the task has no replay trajectory"))
                 return
-            execution_id = self.service.create(self._request(task, cell, repo))
+            try:
+                execution_id = self.service.create(self._request(task, cell, repo))
+            except StudioError as exc:  # refused before it ran (a budget, a repository rule)
+                self._write(item, Grade(False, error_code=exc.code.value,
+                                        detail=exc.message[:2000]))
+                return
             self.evals.link_execution(item.id, execution_id)
         execution = self._await(execution_id)
         graded = self.grader.grade(task, repo, _head(execution))
