@@ -13,6 +13,32 @@ STUDIO = [sys.executable, "-m", "services.cli"]
 OPENAI_KEY = "sk-test-EVALSECRET-0123456789abcdef"
 
 
+DONE = json.dumps({"status": "success", "summary": "done", "changes": [], "issues": [],
+                   "questions": []})
+
+
+def write_value_task(root: Path, name: str, *, slow: bool = False) -> None:
+    """A task (``tasks/<name>``) whose replay trajectory sets ``VALUE`` to 1 (after a 4 s
+    command when ``slow``) and whose hidden test checks it."""
+    folder = root / "tasks" / name
+    (folder / "repo").mkdir(parents=True)
+    (folder / "hidden").mkdir()
+    (folder / "repo" / "value.py").write_text("VALUE = 0\n")
+    (folder / "hidden" / "test_value.py").write_text(
+        "import unittest\n\nimport value\n\n\nclass T(unittest.TestCase):\n"
+        "    def test_value(self):\n        self.assertEqual(value.VALUE, 1)\n")
+    turns: list[dict[str, Any]] = []
+    if slow:  # long enough to be killed in
+        turns.append({"tool_calls": [{"tool": "command.run", "args": {"argv": ["sleep", "4"]}}]})
+    turns += [{"tool_calls": [{"tool": "workspace.write_file",
+                               "args": {"path": "value.py", "content": "VALUE = 1\n"}}]},
+              {"final": DONE}]
+    (folder / "replay.json").write_text(json.dumps({"turns": turns}))
+    (folder / "task.json").write_text(json.dumps({
+        "prompt": f"Set VALUE to 1 ({name}).", "fail_to_pass": ["test_value.T.test_value"]}))
+
+
+
 def eval_env(db_url: str, home: Path, model_url: str | None = None) -> dict[str, str]:
     """A ``studio`` process on ``db_url`` with nothing inherited that configures studio or a
     provider (no broker: each execution is a ``studio execute`` child of the eval process)."""

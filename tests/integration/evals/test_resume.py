@@ -15,31 +15,10 @@ from services.db.evals import EvalRepository, ItemRow
 from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.session import Database, open_database
-from tests.integration.evals.eval_env import STUDIO, eval_env, report, studio
+from tests.integration.evals.eval_env import STUDIO, eval_env, report, studio, write_value_task
 from tests.support.settings import sqlite_settings
 
 RUN_ID = "killed-half-way"
-DONE = json.dumps({"status": "success", "summary": "done", "changes": [], "issues": [],
-                   "questions": []})
-
-
-def _write_task(root: Path, name: str, slow: bool) -> None:
-    folder = root / "tasks" / name
-    (folder / "repo").mkdir(parents=True)
-    (folder / "hidden").mkdir()
-    (folder / "repo" / "value.py").write_text("VALUE = 0\n")
-    (folder / "hidden" / "test_value.py").write_text(
-        "import unittest\n\nimport value\n\n\nclass T(unittest.TestCase):\n"
-        "    def test_value(self):\n        self.assertEqual(value.VALUE, 1)\n")
-    turns: list[dict[str, Any]] = []
-    if slow:  # long enough to be killed in
-        turns.append({"tool_calls": [{"tool": "command.run", "args": {"argv": ["sleep", "4"]}}]})
-    turns += [{"tool_calls": [{"tool": "workspace.write_file",
-                               "args": {"path": "value.py", "content": "VALUE = 1\n"}}]},
-              {"final": DONE}]
-    (folder / "replay.json").write_text(json.dumps({"turns": turns}))
-    (folder / "task.json").write_text(json.dumps({
-        "prompt": f"Set VALUE to 1 ({name}).", "fail_to_pass": ["test_value.T.test_value"]}))
 
 
 def _items(db: Database) -> dict[str, ItemRow]:
@@ -66,7 +45,7 @@ def _row(db: Database, execution_id: str | None) -> NodeExecution:
 def test_a_killed_eval_resumes_without_running_a_finished_task_again(tmp_path: Path) -> None:
     suite = tmp_path / "suite"
     for name, slow in (("a-first", False), ("b-killed", True), ("c-last", False)):
-        _write_task(suite, name, slow)
+        write_value_task(suite, name, slow=slow)
     (suite / "suite.json").write_text(json.dumps({"name": "resume"}))
     path = tmp_path / "studio.db"
     db = open_database(sqlite_settings(path))
