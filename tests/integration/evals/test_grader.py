@@ -14,6 +14,7 @@ from services.evals.fixtures import prepare_repo
 from services.evals.gitops import git
 from services.evals.grader import Grader
 from services.evals.suite import EvalTask
+from tests.support.exfil_listener import TcpWitness
 from tests.support.settings import studio_settings
 
 HIDDEN = {"checks/test_value.py": "import unittest\n\nimport value\n\n\n"
@@ -62,3 +63,23 @@ def test_a_repository_credential_stays_out_of_the_error(tmp_path: Path) -> None:
         prepare_repo(task, tmp_path / "repos")
     assert caught.value.code == "fixture_failed"
     assert "ghp_SECRET123" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+@pytest.mark.sandbox
+def test_setup_runs_before_the_tests_with_the_setup_phase_network_rules(tmp_path: Path) -> None:
+    """The task's setup command runs in the fresh checkout before the tests; its network is the
+    setup phase's: a host not on the allowlist (a local listener) receives nothing, with the
+    listener's address allowed (the positive control) it receives the request."""
+    with TcpWitness() as witness:
+        host_port = witness.url.split("//", 1)[1].rstrip("/")
+        probe = ("python3 -c \"import urllib.request, sys; "
+                 f"urllib.request.urlopen('{witness.url}/probe', timeout=10)\" || true; "
+                 "echo VALUE = 1 > value.py")
+        task = _task().model_copy(update={"setup": (probe,)})
+        grader = Grader(studio_settings(tmp_path / "data", setup_allowlist=[]))
+        refused = grader.grade(task, prepare_repo(task, tmp_path / "r1"), None)
+        assert refused.resolved  # the setup ran (value.py) before the test
+        assert witness.received() == b""  # the witness: no request reached the listener
+        allowed = Grader(studio_settings(tmp_path / "data", setup_allowlist=[host_port]))
+        assert allowed.grade(task, prepare_repo(task, tmp_path / "r2"), None).resolved
+        assert b"/probe" in witness.received()
