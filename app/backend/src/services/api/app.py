@@ -45,6 +45,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "mcp_servers",
     "approvals",
     "reviews",
+    "evals",
 )
 
 API_PREFIX = "/api/"

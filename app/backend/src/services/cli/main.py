@@ -15,6 +15,7 @@ from pydantic import ValidationError
 from typer._click import exceptions as click_errors
 
 from services.cli import db, demo, executions, integrations, run, runtime_settings, tools
+from services.cli import evals as evals_cli
 from services.cli import mcp as mcp_cli
 from services.cli.api import api_command
 from services.cli.config_errors import (
@@ -57,6 +58,7 @@ app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")
 app.command("worker")(worker_command)
 app.command("reaper")(reaper_command)
+app.add_typer(evals_cli.app, name="eval")
 
 
 def main(argv: list[str] | None = None) -> None:

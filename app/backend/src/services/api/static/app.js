@@ -1,5 +1,5 @@
 // The pages' router (#/runs, #/runs/ID, #/new, #/flowcharts, #/flowcharts/ID,
-// #/flowchart-runs/ID, #/operators), the token form and the kill-switch banner on every page.
+// #/flowchart-runs/ID, #/operators, #/evals, #/evals/ID), the token form and the kill-switch banner on every page.
 "use strict";
 
 (() => {
@@ -12,6 +12,8 @@
      "nav-flowcharts"],
     [/^#\/flowcharts$/, () => Studio.renderFlowcharts(view), "nav-flowcharts"],
     [/^#\/operators$/, () => Studio.renderOperators(view), "nav-operators"],
+    [/^#\/evals\/([A-Za-z0-9._-]+)$/, (id) => Studio.renderEval(view, id), "nav-evals"],
+    [/^#\/evals$/, () => Studio.renderEvals(view), "nav-evals"],
     [/^(#\/runs)?$/, () => Studio.renderRuns(view), "nav-runs"],
   ];
 

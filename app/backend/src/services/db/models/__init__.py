@@ -2,6 +2,7 @@
 
 from services.db.models.admin import ApiToken, BudgetLedger, Integration, McpServer, RuntimeSetting
 from services.db.models.approvals import ToolApproval
+from services.db.models.evals import EvalItem, EvalRun
 from services.db.models.executions import (
     ContentBlob,
     ExecutionEvent,
@@ -24,6 +25,8 @@ __all__ = [
     "BudgetLedger",
     "ContentBlob",
     "Edge",
+    "EvalItem",
+    "EvalRun",
     "ExecutionEvent",
     "Flowchart",
     "FlowchartRun",

@@ -1,0 +1,2 @@
+def load_config(data):
+    return {'retries': data['retries']}

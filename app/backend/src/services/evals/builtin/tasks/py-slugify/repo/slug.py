@@ -1,0 +1,2 @@
+def slugify(title):
+    return title
