@@ -88,6 +88,8 @@ class ErrorCode(StrEnum):
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_EXPIRED = "approval_expired"
     SETUP_FAILED = "setup_failed"
+    # long runs (services.execution.compaction)
+    CONTEXT_EXHAUSTED = "context_exhausted"
 
 
 class StudioError(Exception):
