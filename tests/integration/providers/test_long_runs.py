@@ -19,6 +19,7 @@ from typing import Any
 
 import anyio
 import pytest
+from prometheus_client import REGISTRY
 
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.compaction import SUMMARY_PROMPT
@@ -46,6 +47,13 @@ _SUMMARY_MARK = SUMMARY_PROMPT[:40].encode()
 _DURATION = re.compile(rb'\\?"duration_ms\\?":[0-9.e-]+')
 SUMMARY = ("TASK: read every file in order\nPLAN: read the next one\n"
            "FILES CHANGED: none\nOPEN PROBLEMS: none")
+
+
+def _prometheus_tokens(kind: str) -> float:
+    """``studio_model_tokens_total`` of codex's model for ``kind``, in this process."""
+    value = REGISTRY.get_sample_value("studio_model_tokens_total", {
+        "provider": "codex", "model": MODELS["codex"], "direction": kind})
+    return value or 0.0
 
 
 def model(record: RequestRecord) -> Reply:
@@ -195,6 +203,7 @@ def test_between_compactions_each_request_extends_the_last_and_80_percent_is_cac
     """Byte-for-byte extension at both windows; the share cached is at least 80 % with a
     32,000-token window. (At 16,000 it is just under: each turn adds 2,000 new tokens to
     requests of 8,000 to 12,800, so about a fifth of every request is new by construction.)"""
+    counted_before = _prometheus_tokens("cached_input")
     compacted, today = runs("codex", True, window), runs("codex", False)
     measured = compacted.meter.accepted()
     # a request that does not extend the previous one follows a compaction (one break each):
@@ -210,6 +219,9 @@ def test_between_compactions_each_request_extends_the_last_and_80_percent_is_cac
     assert share >= (0.8 if window > WINDOW else 0.75)
     assert compacted.result is not None
     assert compacted.result.usage.cached_input_tokens == compacted.meter.cached_tokens()
+    if window > WINDOW:  # this run was made in this test: the counter grew by its cached tokens
+        assert _prometheus_tokens("cached_input") - counted_before == \
+            compacted.meter.cached_tokens()
     # positive control: today's elision changes the prefix on (almost) every turn
     today_breaks = sum(1 for m in today.meter.accepted()[1:] if not m.extends_previous)
     assert today_breaks > FILES // 3  # every turn once past its budget

@@ -59,6 +59,7 @@ from services.execution.ports import (
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
+from services.execution.providers.profiles import provider_window
 from services.execution.spans import (
     ContentFilter,
     agent_attributes,
@@ -233,8 +234,8 @@ class FrontierAgent:
     def context_keeper(self) -> ContextKeeper:
         """The keeper for the current model and limits (made again when either changes)."""
         limits = self.deps.limits
-        window = model_window(self.engine.provider, self.engine.model,
-                              limits.context_window_tokens).context
+        window = model_window(self.engine.model, limits.context_window_tokens,
+                              unknown=provider_window(self.engine.provider)).context
         policy = ContextPolicy(window=window, high=limits.context_high_mark,
                                low=min(limits.context_low_mark, limits.context_high_mark),
                                keep_turns=limits.context_keep_turns)

@@ -3,7 +3,8 @@
 :data:`DEFAULT_WINDOWS` holds each model's context window and its largest answer (tokens), from
 the vendors' model pages as of 2025-11-20; a model is looked up like a price (exactly, else by
 longest prefix, so dated and path-like ids match their base entry). A model the table does not
-know gets its provider's window (:data:`PROVIDER_WINDOWS`), else :data:`FALLBACK`. The runtime
+know gets its provider's window (``context_window`` of its profile in
+:mod:`.providers.profiles`), else :data:`FALLBACK`. The runtime
 setting ``context_window_tokens`` (0: the table's) replaces the window of every model, for an
 operator who runs a model behind a gateway that cuts it, or a test that wants a small one.
 """
@@ -54,13 +55,6 @@ DEFAULT_WINDOWS: Mapping[str, ModelWindow] = {
     "claude-3-5-haiku": ModelWindow(200_000, 8_192),
 }
 
-#: The window of a model the table does not know, by provider.
-PROVIDER_WINDOWS: Mapping[str, ModelWindow] = {
-    "codex": ModelWindow(128_000, 16_384),
-    "gemini": ModelWindow(1_048_576, 8_192),
-    "claude": ModelWindow(200_000, 8_192),
-    "replay": ModelWindow(1_000_000, 32_000),
-}
 FALLBACK = ModelWindow(128_000, 8_192)
 
 
@@ -74,11 +68,12 @@ def _entry(model: str, table: Mapping[str, ModelWindow]) -> str | None:
     return None
 
 
-def model_window(provider: str, model: str, override: int = 0,
+def model_window(model: str, override: int = 0, *, unknown: ModelWindow = FALLBACK,
                  table: Mapping[str, ModelWindow] = DEFAULT_WINDOWS) -> ModelWindow:
-    """The window ``model`` of ``provider`` works in; ``override`` (> 0) replaces its size."""
+    """The window ``model`` works in (``unknown``: a model the table lacks; its provider's);
+    ``override`` (> 0) replaces its size."""
     entry = _entry(model, table)
-    window = table[entry] if entry is not None else PROVIDER_WINDOWS.get(provider, FALLBACK)
+    window = table[entry] if entry is not None else unknown
     if override > 0:
         return ModelWindow(override, min(window.max_output, override))
     return window
