@@ -21,16 +21,20 @@ import anyio
 import pytest
 from prometheus_client import REGISTRY
 
+from services.db.executions import ExecutionRepository
+from services.db.journal import DbEventSink
+from services.db.redaction import Redactor
+from services.db.session import Database
 from services.execution.agent_runtime import AgentDeps, FrontierAgent
 from services.execution.compaction import SUMMARY_PROMPT
-from services.execution.conversation import rebuild_messages
+from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.guards import AgentLimits
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
-from services.execution.ports import AgentEvent, AgentEventKind, ModelClient
+from services.execution.ports import AgentEvent, AgentEventKind, EventSink, ModelClient
 from services.execution.pricing import PriceTable
 from services.execution.providers.codex import CodexClient
 from services.execution.providers.gemini import GeminiClient
-from services.execution.sinks import MemorySink
+from services.execution.sinks import FanOutSink, MemorySink
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher
 from services.execution.tool_domains.registry import default_registry
@@ -105,9 +109,11 @@ class LongRun:
     meter: ContextMeter
     server: ScriptedModelServer
 
-    def bodies(self) -> list[bytes]:
-        """The accepted requests' bodies, tool durations masked (they differ run to run)."""
-        return [_DURATION.sub(b'"duration_ms":0', m.raw_body) for m in self.meter.accepted()]
+
+
+def _bodies(meter: ContextMeter) -> list[bytes]:
+    """The accepted requests' bodies, tool durations masked (they differ run to run)."""
+    return [_DURATION.sub(b'"duration_ms":0', m.raw_body) for m in meter.accepted()]
 
 
 def _client(provider: str, server: ScriptedModelServer) -> ModelClient:
@@ -121,12 +127,12 @@ def limits(*, window: int = WINDOW, compaction: bool = True) -> AgentLimits:
                        context_window_tokens=window, compaction_enabled=compaction)
 
 
-def drive(provider: str, ws: Path, server: ScriptedModelServer, sink: CrashingSink,
+def drive(provider: str, ws: Path, server: ScriptedModelServer, sink: EventSink,
           agent_limits: AgentLimits, *, history: list[Any] | None = None,
-          spent: UsageTotals | None = None) -> RunResult:
+          spent: UsageTotals | None = None, execution_id: str = EXECUTION_ID) -> RunResult:
     registry = default_registry()
-    ctx = ToolDomainContext(workspace_root=ws, execution_id=EXECUTION_ID,
-                            request_id="req-long", correlation_id=EXECUTION_ID)
+    ctx = ToolDomainContext(workspace_root=ws, execution_id=execution_id,
+                            request_id="req-long", correlation_id=execution_id)
     deps = AgentDeps(dispatcher=Dispatcher(registry), ctx=ctx, sink=sink, prices=PriceTable(),
                      limits=agent_limits, retry=RETRY, spent=spent)
 
@@ -229,30 +235,44 @@ def test_between_compactions_each_request_extends_the_last_and_80_percent_is_cac
 
 
 def test_a_run_killed_right_after_a_compaction_resumes_with_the_same_requests(
-        runs: Runs) -> None:
-    whole = runs("codex", True)
+        runs: Runs, postgres_db: Database) -> None:
+    """The journal goes to PostgreSQL (DbEventSink); the resume rebuilds the conversation from
+    what the database holds, as the durable path does."""
+    db = postgres_db
     ws: Path = runs.workspace  # type: ignore[attr-defined]
+    execution_id = ExecutionRepository(db, Redactor()).create(
+        provider="codex", model=MODELS["codex"], prompt="read")
+    with ScriptedModelServer([model] * 1_000, meter=ContextMeter(window=WINDOW)) as server:
+        drive("codex", ws, server, MemorySink(), limits(), execution_id=execution_id)
+        assert server.meter is not None
+        whole = server.meter
     meter = ContextMeter(window=WINDOW)
-    sink = CrashingSink(crash_at=2)
+    crash = CrashingSink(crash_at=2)
+    journal = DbEventSink(db, Redactor(), buffered=True)  # as the loop journals
     with ScriptedModelServer([model] * 1_000, meter=meter) as server:
         with pytest.raises(Crash):
-            drive("codex", ws, server, sink, limits())
+            drive("codex", ws, server, FanOutSink([journal, crash]), limits(),
+                  execution_id=execution_id)
+        # no flush: the compaction event is a commit point of the buffered journal
         before = len(meter.accepted())
-        events = [(e.kind.value, e.data) for e in sink.events]
+        events = [(e.kind, dict(e.data)) for e in ExecutionRepository(db).events(execution_id)]
+        assert [kind for kind, _ in events].count("compaction") == 2
         history = rebuild_messages(events)
-        totals = sink.of_kind(AgentEventKind.USAGE)[-1].data["total"]
-        resumed = drive("codex", ws, server, CrashingSink(), limits(), history=history,
-                        spent=UsageTotals.model_validate(totals))
+        spent = UsageTotals.model_validate(recorded_usage(events))
+        resumed = drive("codex", ws, server, MemorySink(), limits(), history=history,
+                        spent=spent, execution_id=execution_id)
     assert resumed.outcome is Outcome.FINISHED
-    crashed = LongRun("codex", None, sink, meter, server)
-    # the crash came between the compaction and the request that follows it (a summary was
-    # asked for, so the model call of the compaction is not made again on resume) ...
-    assert _SUMMARY_MARK in crashed.meter.accepted()[before - 1].raw_body
-    assert sum(_SUMMARY_MARK in m.raw_body for m in meter.accepted()) == \
-        sum(_SUMMARY_MARK in m.raw_body for m in whole.meter.accepted())
+    # the crash came between the compaction and the request after it; the summary request of
+    # that compaction is not sent again on resume ...
+    assert _SUMMARY_MARK in meter.accepted()[before - 1].raw_body
+    summaries = [sum(_SUMMARY_MARK in m.raw_body for m in x.accepted()) for x in (meter, whole)]
+    assert summaries[0] == summaries[1] > 2
     # ... and the requests, before and after the resume, are the uninterrupted run's
-    assert crashed.bodies() == whole.bodies()
+    assert _bodies(meter) == _bodies(whole)
     assert resumed.usage.input_tokens == meter.input_tokens()  # both attempts counted
+    # positive control: a resume that ignores the recorded compaction sends other requests
+    plain = rebuild_messages([(k, d) for k, d in events if k != "compaction"])
+    assert plain != history
 
 
 def test_a_window_smaller_than_system_prompt_and_tools_is_context_exhausted(
