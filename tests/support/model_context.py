@@ -53,6 +53,16 @@ def _dump(value: Any) -> bytes:
     return json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode()
 
 
+def _unmarked(value: Any) -> Any:
+    """``value`` without Anthropic's ``cache_control`` marks (they move to the newest turn on
+    every request; the cache matches the content, not the marks)."""
+    if isinstance(value, dict):
+        return {k: _unmarked(v) for k, v in value.items() if k != "cache_control"}
+    if isinstance(value, list):
+        return [_unmarked(v) for v in value]
+    return value
+
+
 def prompt_items(record: RequestRecord) -> list[bytes]:
     """The prompt of ``record`` in caching order: tools, system prompt, history items."""
     body = record.body if isinstance(record.body, dict) else {}
@@ -60,8 +70,8 @@ def prompt_items(record: RequestRecord) -> list[bytes]:
         head = [body.get("tools"), body.get("systemInstruction") or body.get("system_instruction")]
         history = body.get("contents") or []
     elif record.vendor == "anthropic":
-        head = [body.get("tools"), body.get("system")]
-        history = body.get("messages") or []
+        head = [_unmarked(body.get("tools")), _unmarked(body.get("system"))]
+        history = _unmarked(body.get("messages") or [])
     elif record.api == "chat":
         head = [body.get("tools")]
         history = body.get("messages") or []
