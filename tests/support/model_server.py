@@ -41,6 +41,7 @@ from tests.support.model_checks import (
     assert_tool_names_valid,
     check_tool_schema,
 )
+from tests.support.model_context import ContextMeter
 from tests.support.model_replies import HttpReply, render, render_error
 from tests.support.model_requests import (
     AssistantTurn,
@@ -99,7 +100,8 @@ class ScriptedModelServer:
     """The server, its script and its record of requests; a context manager that always stops."""
 
     def __init__(self, script: Script = (), *, fallback: str = "done",
-                 fallback_usage: Usage | None = None) -> None:
+                 fallback_usage: Usage | None = None, meter: ContextMeter | None = None) -> None:
+        self.meter = meter  # counts tokens, enforces a window, reports cached prefixes
         self._steps: deque[Step] = deque(script)
         self._step_count = 0
         self._fallback = Text(fallback, fallback_usage or Usage())
@@ -195,11 +197,16 @@ class ScriptedModelServer:
 
     def answer(self, record: RequestRecord) -> HttpReply:
         """Take the next step for ``record`` and render it."""
+        measured = self.meter.measure(record) if self.meter is not None else None
+        if self.meter is not None and measured is not None and measured.rejected:
+            return render_error(record, self.meter.rejection(record, measured))
         record, reply = self._take(record)
         if isinstance(reply, Error):
             return render_error(record, reply)
         if isinstance(reply, Hang):  # a Hang whose ``then`` is another Hang: answer the fallback
             reply = self._fallback
+        if self.meter is not None and measured is not None:
+            reply = self.meter.with_usage(reply, record, measured)
         return render(record, reply, self.new_id)
 
     # --- reading what was sent ---------------------------------------------------------------

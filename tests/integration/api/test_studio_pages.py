@@ -10,6 +10,7 @@ violation).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -515,3 +516,34 @@ def test_a_model_fallback_is_shown_on_the_run_page_as_text(
                      f"provider_unavailable: {HOSTILE}"]
     assert nothing_injected_ran(browser)
     screenshot(browser, "run-page-model-fallback")
+
+
+def test_compactions_and_cached_tokens_are_shown_on_the_run_page_as_text(
+    studio: ApiServer, browser: WebDriver
+) -> None:
+    """Each ``compaction`` event (ours, and Claude Code's own) is a line of the conversation;
+    the tokens line names the cached input; hostile values are shown as text."""
+    from services.db.journal import DbEventSink
+    from services.db.session import Database, create_db_engine
+    from services.execution.ports import AgentEvent, AgentEventKind
+
+    execution_id = create(studio, fix_script())
+    wait_final(studio, execution_id)
+    db = Database(create_db_engine(studio.db_url))
+    try:
+        sink = DbEventSink(db, settings_redactor())
+        for data in ({"elided": ["c1"], "replaced": 4, "summary": HOSTILE, "before_tokens": 13000,
+                      "after_tokens": 7900, "window": 16000},
+                     {"source": "claude_code", "trigger": HOSTILE, "before_tokens": 150000}):
+            sink.emit(AgentEvent(AgentEventKind.COMPACTION, execution_id, 2, data))
+    finally:
+        db.dispose()
+    login(browser, studio.url, studio.admin, f"#/runs/{execution_id}")
+    wait(browser).until(lambda d: text(d, "stream-state") == "ended")
+    notes = [e.text for e in browser.find_elements(By.CSS_SELECTOR, "#conversation .compaction")]
+    assert notes == [
+        "context compacted: 13000 → 7900 tokens of a 16000-token window, 1 old outputs "
+        "summarized, 4 messages replaced by a summary",
+        f"context compacted by Claude Code ({HOSTILE}, 150000 tokens before)"]
+    assert re.fullmatch(r"\d+ in \(0 cached\) / \d+ out", text(browser, "run-tokens"))
+    assert nothing_injected_ran(browser)

@@ -202,7 +202,7 @@ def test_an_override_wins_over_the_list_price_and_a_reported_cost() -> None:
     assert table.cost("gpt-5.1", usage) == (99.0, True)  # no override: the reported cost
     assert table.describe("claude-sonnet-4-5-20250929") == {
         "entry": "claude-sonnet-4-5", "input": 1.0, "output": 2.0, "cached_input": None,
-        "source": "override"}
+        "cache_write": None, "source": "override"}
     assert table.describe("gpt-5.1")["source"] == "list"  # type: ignore[index]
     assert table.describe("unknown-model") is None
     assert table.overridden("mine") and not table.overridden("gpt-5.1")

@@ -86,6 +86,9 @@ def agent_rows(execution: dict[str, Any]) -> dict[str, str]:
                             for m in agent.get("models") or []),
         "price_overrides": _compact(snapshot.get("price_overrides") or {}),
     }
+    rows["tokens"] = token_line(execution.get("usage") or {})
+    for index, event in enumerate(execution.get("compactions") or [], start=1):
+        rows[f"compaction_{index}"] = compaction_line(event)
     for index, event in enumerate(execution.get("model_fallbacks") or [], start=1):
         source, target = event.get("from") or {}, event.get("to") or {}
         reason = event.get("reason") or {}
@@ -93,6 +96,24 @@ def agent_rows(execution: dict[str, Any]) -> dict[str, str]:
             f"{source.get('provider')}:{source.get('model')} -> {target.get('provider')}:"
             f"{target.get('model')} ({reason.get('code')}: {reason.get('message')})")
     return rows
+
+
+def token_line(usage: dict[str, Any]) -> str:
+    """Input (the cached part and the cache writes in it) and output tokens."""
+    return (f"{usage.get('input_tokens', 0)} in ({usage.get('cached_input_tokens', 0)} cached, "
+            f"{usage.get('cache_write_input_tokens', 0)} written to the cache) / "
+            f"{usage.get('output_tokens', 0)} out")
+
+
+def compaction_line(event: dict[str, Any]) -> str:
+    """One ``compaction`` event: ours (tokens before and after, what was condensed) or Claude
+    Code's own."""
+    if event.get("source") == "claude_code":
+        return (f"by Claude Code ({event.get('trigger')}, {event.get('before_tokens')} tokens "
+                "before)")
+    summary = f", {event.get('replaced')} messages summarized" if event.get("summary") else ""
+    return (f"{event.get('before_tokens')} -> {event.get('after_tokens')} tokens (window "
+            f"{event.get('window')}), {len(event.get('elided') or [])} outputs elided{summary}")
 
 
 def _decision(approval: dict[str, Any] | None) -> str:
@@ -157,15 +178,17 @@ def show(
         repository = ExecutionRepository(db)
         row = repository.get(execution_id)
         calls = [tool_call_to_json(c) for c in repository.tool_calls(execution_id)]
-        fallbacks = [dict(e.data) for e in repository.events(execution_id)
-                     if e.kind == "model_fallback"]
+        events = repository.events(execution_id)
+        fallbacks = [dict(e.data) for e in events if e.kind == "model_fallback"]
+        compactions = [dict(e.data) for e in events if e.kind == "compaction"]
         approvals = ApprovalRepository(db).of_execution(execution_id)
     finally:
         db.dispose()
     if row is None:
         typer.echo(f"studio: no execution {execution_id}", err=True)
         raise typer.Exit(1)
-    execution = {**execution_to_json(row), "model_fallbacks": fallbacks}
+    execution = {**execution_to_json(row), "model_fallbacks": fallbacks,
+                 "compactions": compactions}
     if as_json:
         typer.echo(_compact({**execution, "tool_calls": calls, "approvals": approvals}))
     else:

@@ -13,8 +13,9 @@ Two ways to write:
 * **buffered** (``buffered=True``, what a loop uses): events wait in memory and are committed
   together, in order, at the *barriers* a resume needs (:data:`BARRIERS`): a ``tool_call`` (the
   call is durable before its side effect), a ``tool_result`` (the call's effect is durable before
-  the next model call), ``approval_requested`` (the pause is durable before the attempt ends)
-  and ``finished``; also when :data:`MAX_PENDING` events wait, and on
+  the next model call), ``approval_requested`` (the pause is durable before the attempt ends),
+  ``compaction`` (the paid-for summary is durable before the next model call: a resume replays
+  it) and ``finished``; also when :data:`MAX_PENDING` events wait, and on
   :meth:`DbEventSink.flush`. Writes handed to :meth:`DbEventSink.defer` (a tool call's record and
   checkpoint, a budget charge) ride along in the same transaction. A turn with one tool call is
   thus two commits: model request, response, usage and the call; then the call's record, its
@@ -68,7 +69,8 @@ _BUMP_SEQ = (
 )
 
 BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
-                      AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED})
+                      AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED,
+                      AgentEventKind.COMPACTION})
 MAX_PENDING = 64
 
 

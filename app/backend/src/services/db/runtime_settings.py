@@ -70,8 +70,24 @@ _SPECS = (
     SettingSpec("stall_s", float, 600.0, "Default inactivity limit per execution (s).",
                 minimum=0, maximum=86_400, above=True, unit="s"),
     SettingSpec("context_token_budget", int, 120_000,
-                "Conversation size (estimated tokens) above which old tool outputs are elided.",
+                "With compaction off only: conversation size (estimated tokens) above which the "
+                "oldest tool output is elided, one per turn.",
                 minimum=1_000, maximum=10_000_000, unit="tokens"),
+    SettingSpec("compaction_enabled", bool, True,
+                "Compact long conversations with hysteresis at the model's context window "
+                "(false: elide one old output per turn above context_token_budget)."),
+    SettingSpec("context_window_tokens", int, 0,
+                "Context window for every model, replacing each model's own (0: the model's).",
+                minimum=0, maximum=10_000_000, unit="tokens"),
+    SettingSpec("context_high_mark", float, 0.8,
+                "Compact when the next request passes this fraction of the window.",
+                minimum=0, maximum=1, above=True, unit="fraction"),
+    SettingSpec("context_low_mark", float, 0.5,
+                "Compact down to this fraction of the window.",
+                minimum=0, maximum=1, above=True, unit="fraction"),
+    SettingSpec("context_keep_turns", int, 4,
+                "Recent turns whose tool outputs compaction keeps whole.",
+                minimum=1, maximum=1_000, unit="turns"),
     SettingSpec("lease_ttl_s", float, 60.0,
                 "How long an execution's lease lasts without a heartbeat (s).",
                 minimum=0, maximum=86_400, above=True, unit="s"),
@@ -90,7 +106,8 @@ _SPECS = (
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",
-              "stall_s", "context_token_budget")
+              "stall_s", "context_token_budget", "compaction_enabled", "context_window_tokens",
+              "context_high_mark", "context_low_mark", "context_keep_turns")
 
 
 class UnknownSetting(NotFound, KeyError):

@@ -23,6 +23,9 @@ from typing import Any
 import anyio
 
 from services.execution.approvals import ApprovalGate
+from services.execution.compaction import ContextPolicy, turns_in
+from services.execution.context_keeper import ContextKeeper
+from services.execution.context_windows import model_window
 from services.execution.conversation import (
     PendingBatch,
     TokenCounter,
@@ -56,6 +59,7 @@ from services.execution.ports import (
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
+from services.execution.providers.profiles import provider_window
 from services.execution.spans import (
     ContentFilter,
     agent_attributes,
@@ -126,6 +130,8 @@ class FrontierAgent:
         if deps.spent is not None:  # a resumed execution keeps counting from where it was
             self.usage.input_tokens = deps.spent.input_tokens
             self.usage.output_tokens = deps.spent.output_tokens
+            self.usage.cached_input_tokens = deps.spent.cached_input_tokens
+            self.usage.cache_write_input_tokens = deps.spent.cache_write_input_tokens
             self.usage.cost_usd = deps.spent.cost_usd
         self.tokens = TokenCounter()
         self.loops = LoopDetector(deps.limits.loop_window, deps.limits.loop_warn_at,
@@ -136,6 +142,8 @@ class FrontierAgent:
                                  engine.provider, not isinstance(engine, SelfDrivingEngine),
                                  content=deps.trace_content, gate=deps.gate)
         self.pending: PendingBatch | None = None
+        self.task = ""
+        self._keeper: ContextKeeper | None = None
         self._emit = self.runner.emit
         self._warn = self.runner.warn
 
@@ -143,12 +151,13 @@ class FrontierAgent:
     async def run(self, task: str, history: list[Message] | None = None) -> RunResult:
         """Run to an outcome; ``history`` resumes a recorded conversation."""
         history = history or []
+        self.task = task
         if self.deps.resume_pending:
             history, self.pending = split_pending_batch(history)
         messages = repair_interrupted(history)
         if not messages:
             messages.append(Message(role=Role.USER, parts=[TextPart(text=task)]))
-        cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
+        cycle = turns_in(messages)
         if self.pending is not None:  # the paused turn counts: the next turn is a new cycle
             cycle += 1
         self.iterations = cycle
@@ -180,13 +189,15 @@ class FrontierAgent:
                 except ProviderUnavailable as exc:
                     if not await self._fall_back(exc, cycle):
                         raise
-                    cycle = sum(1 for m in messages if m.role is Role.ASSISTANT)
+                    cycle = turns_in(messages)
         except StopRun as stop:
             return self.finish(stop.outcome, messages, cycle, code=stop.code,
                                 message=stop.message)
         except ProviderError as exc:
-            return self.finish(Outcome.ERROR, messages, cycle, code=exc.code,
-                                message=exc.message)
+            message = exc.message
+            if exc.code is ErrorCode.CONTEXT_EXHAUSTED and self._keeper is not None:
+                message += f" (context window: {self._keeper.policy.window} tokens)"
+            return self.finish(Outcome.ERROR, messages, cycle, code=exc.code, message=message)
 
     # -- turn-based loop ----------------------------------------------------------------------
     async def _run_turns(self, client: ModelClient, messages: list[Message],
@@ -197,9 +208,9 @@ class FrontierAgent:
                 messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
         while True:
             self._check_before_model_call()
-            elide_old_outputs(messages, self.deps.limits.context_token_budget, self.tokens)
+            await self._fit(client, messages, cycle)
             request = ModelRequest(system=self.system, messages=messages, tools=self.tools,
-                                   cycle=cycle)
+                                   cycle=cycle, cache_key=self.cache_key)
             self._emit(AgentEventKind.MODEL_REQUEST, cycle,
                        {"messages": len(messages), "tools": len(self.tools)})
             response = await self._complete(client, request, cycle)
@@ -213,6 +224,57 @@ class FrontierAgent:
             if warning:
                 messages.append(Message(role=Role.USER, parts=[TextPart(text=warning)]))
             cycle += 1
+
+    # -- the context window (services.execution.compaction) ----------------------------------
+    @property
+    def cache_key(self) -> str:
+        """The same for every request of the execution, resumed or not."""
+        return f"studio-{self.deps.ctx.execution_id}"
+
+    def context_keeper(self) -> ContextKeeper:
+        """The keeper for the current model and limits (made again when either changes)."""
+        limits = self.deps.limits
+        window = model_window(self.engine.model, limits.context_window_tokens,
+                              unknown=provider_window(self.engine.provider)).context
+        policy = ContextPolicy(window=window, high=limits.context_high_mark,
+                               low=min(limits.context_low_mark, limits.context_high_mark),
+                               keep_turns=limits.context_keep_turns)
+        keeper = self._keeper
+        if keeper is None or keeper.policy != policy or keeper.model != self.engine.model:
+            keeper = ContextKeeper(policy, self.system, self.tools, self.engine.model,
+                                   self.tokens)
+            self._keeper = keeper
+        return keeper
+
+    async def _fit(self, client: ModelClient, messages: list[Message], cycle: int) -> None:
+        """Compact before a request that would pass the high mark (or, compaction off, elide
+        old outputs above ``context_token_budget`` as before)."""
+        limits = self.deps.limits
+        if not limits.compaction_enabled:
+            elide_old_outputs(messages, limits.context_token_budget, self.tokens)
+            return
+
+        async def summarize(history: list[Message]) -> str:
+            return await self._summarize(client, history, cycle)
+
+        done = await self.context_keeper().before_request(messages, self.task, summarize)
+        if done is not None:
+            self._emit(AgentEventKind.COMPACTION, cycle, done.to_event())
+
+    async def _summarize(self, client: ModelClient, history: list[Message], cycle: int) -> str:
+        """The summary turn's text: one model call with the fixed prompt, charged to the run
+        (its usage is journaled; its answer only through the ``compaction`` event)."""
+        request = ModelRequest(system=self.system, messages=history, tools=self.tools,
+                               cycle=cycle, cache_key=self.cache_key)
+        timeout = min(self.deps.limits.stall_s, max(self._remaining_wall_clock(), 0.001))
+        try:
+            with anyio.fail_after(timeout):
+                response = await client.complete(request)
+        except TimeoutError:
+            raise StopRun(ErrorCode.STALLED,
+                          f"no summary from the provider within {timeout:.0f}s") from None
+        self.account(response.usage, response.model or self.engine.model, cycle)
+        return response.message.text
 
     def _check_before_model_call(self) -> None:
         self.check_control()
@@ -310,9 +372,12 @@ class FrontierAgent:
         if self.deps.budget is not None and step.cost_usd > 0:
             self.deps.budget.charge(step.cost_usd)
         record.usage(self.engine.provider, model, step.input_tokens, step.output_tokens,
-                     step.cost_usd)
+                     step.cost_usd, cached_input_tokens=step.cached_input_tokens,
+                     cache_write_input_tokens=step.cache_write_input_tokens)
         self._emit(AgentEventKind.USAGE, cycle, {
             "delta": {"input_tokens": step.input_tokens, "output_tokens": step.output_tokens,
+                      "cached_input_tokens": step.cached_input_tokens,
+                      "cache_write_input_tokens": step.cache_write_input_tokens,
                       "cost_usd": step.cost_usd},
             "total": self.totals().model_dump(mode="json"), "semantic": usage.semantic.value,
             "model": model, "price": self.deps.prices.describe(model),
@@ -322,7 +387,9 @@ class FrontierAgent:
     def totals(self) -> UsageTotals:
         return UsageTotals(input_tokens=self.usage.input_tokens,
                            output_tokens=self.usage.output_tokens,
-                           cost_usd=round(self.usage.cost_usd, 6))
+                           cost_usd=round(self.usage.cost_usd, 6),
+                           cached_input_tokens=self.usage.cached_input_tokens,
+                           cache_write_input_tokens=self.usage.cache_write_input_tokens)
 
     async def _run_tools(self, calls: list[ToolCall], cycle: int,
                          messages: list[Message]) -> str | None:
@@ -388,6 +455,8 @@ class FrontierAgent:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
         self.iterations = session.turns
         cost = self.account(session.usage, engine.model, gateway.calls)
+        for compaction in session.compactions:  # Claude Code compacts inside its own loop
+            self._emit(AgentEventKind.COMPACTION, gateway.calls, dict(compaction))
         self._session_span(engine, session, cost, started_ns, time.monotonic() - started)
         if session.final_text:
             messages.append(Message(role=Role.ASSISTANT,

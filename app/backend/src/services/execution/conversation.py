@@ -6,6 +6,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from services.execution.compaction import Compaction, apply_compaction
 from services.execution.errors import ErrorCode
 from services.execution.messages import Message, Role, TextPart, ToolCall, ToolResultPart
 
@@ -124,8 +125,9 @@ def rebuild_messages(events: list[tuple[str, dict[str, Any]]]) -> list[Message]:
     """The conversation a journal recorded, for a resume: ``(kind, data)`` pairs in ``seq`` order.
 
     The task, each model turn (as the provider sent it, ``provider_meta`` included), the results
-    of its tool calls, and a loop warning the model was shown. Calls without a recorded result
-    are left unanswered: :func:`repair_interrupted` answers them.
+    of its tool calls, a loop warning the model was shown, and each compaction applied again
+    where it happened. Calls without a recorded result are left unanswered:
+    :func:`repair_interrupted` answers them.
     """
     messages: list[Message] = []
     results: list[ToolResultPart] = []
@@ -152,6 +154,9 @@ def rebuild_messages(events: list[tuple[str, dict[str, Any]]]) -> list[Message]:
                                           envelope=envelope, is_error=not envelope.get("ok")))
         elif kind == "warning" and data.get("code") == "loop_warning":
             warning = str(data.get("message"))
+        elif kind == "compaction" and data.get("source") is None:  # replayed, not recomputed
+            flush()
+            messages[:] = apply_compaction(messages, Compaction.from_event(data))
     flush()
     return messages
 

@@ -91,6 +91,8 @@ class ErrorCode(StrEnum):
     # review executions (services.execution.review)
     TOOL_NOT_ALLOWED = "tool_not_allowed"
     REVIEW_INVALID = "review_invalid"
+    # long runs (services.execution.compaction)
+    CONTEXT_EXHAUSTED = "context_exhausted"
 
 
 class StudioError(Exception):

@@ -31,6 +31,14 @@ class AgentLimits:
     max_budget_usd: float = DEFAULT_MAX_BUDGET_USD
     wall_clock_s: float = 3600.0
     stall_s: float = 600.0
+    # compaction (services.execution.compaction): the model's window unless
+    # ``context_window_tokens`` > 0, the marks as fractions of it, the turns kept whole
+    context_window_tokens: int = 0
+    context_high_mark: float = 0.8
+    context_low_mark: float = 0.5
+    context_keep_turns: int = 4
+    compaction_enabled: bool = True
+    # compaction off: today's elision, one old output at a time above this many tokens
     context_token_budget: int = 120_000
     loop_window: int = 10
     loop_warn_at: int = 3

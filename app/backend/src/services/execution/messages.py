@@ -101,7 +101,8 @@ class UsageSemantic(StrEnum):
 class Usage(BaseModel):
     input_tokens: int = 0
     output_tokens: int = 0
-    cached_input_tokens: int = 0
+    cached_input_tokens: int = 0  # read from the prompt cache (part of input_tokens)
+    cache_write_input_tokens: int = 0  # written to the prompt cache (part of input_tokens)
     cost_usd: float | None = None  # set when the provider reports a cost itself
     semantic: UsageSemantic = UsageSemantic.DELTA
 
@@ -119,6 +120,8 @@ class ModelRequest(BaseModel):
     messages: list[Message]
     tools: list[ToolSchema]
     cycle: int = 0
+    # the same for every request of an execution (OpenAI's prompt_cache_key routes them together)
+    cache_key: str | None = None
 
 
 class ModelResponse(BaseModel):

@@ -47,9 +47,11 @@ class StopRun(Exception):
 
 
 class UsageTotals(BaseModel):
-    input_tokens: int = 0
+    input_tokens: int = 0  # including the cached ones and the cache writes
     output_tokens: int = 0
     cost_usd: float = 0.0
+    cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
 
 
 @dataclass

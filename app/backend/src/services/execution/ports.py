@@ -162,6 +162,8 @@ class AgentEventKind(StrEnum):
     SETUP = "setup"
     # what the egress proxy refused and carried in a phase with controlled network
     NETWORK = "network"
+    # the conversation was condensed to fit the model's window (services.execution.compaction)
+    COMPACTION = "compaction"
 
 
 @dataclass(frozen=True)
@@ -215,6 +217,7 @@ class SessionOutcome:
     turns: int
     stop_reason: str  # "end_turn", "error_max_turns", "error_max_budget_usd", "interrupted", ...
     transcript_path: str | None = None
+    compactions: tuple[dict[str, Any], ...] = ()  # the engine's own compactions (Claude Code)
 
 
 @runtime_checkable

@@ -1,10 +1,13 @@
 """Model prices and usage accounting: what a turn cost, and the running total of an execution.
 
-Prices are USD per million tokens: input, cached input (prompt-cache reads) and output. Neutral
+Prices are USD per million tokens: input, cached input (prompt-cache reads), output, and cache
+writes (Anthropic bills the tokens it writes to its cache at 1.25 times input). Neutral
 :class:`~services.execution.messages.Usage` counts ``input_tokens`` *including* the cached ones
-(``cached_input_tokens`` is the part of them read from the cache), so a turn costs::
+(``cached_input_tokens`` is the part of them read from the cache, ``cache_write_input_tokens``
+the part written to it), so a turn costs::
 
-    (input - cached) * input + cached * cached_input + output * output     (per 1M tokens)
+    (input - cached - written) * input + cached * cached_input + written * cache_write
+        + output * output                                                  (per 1M tokens)
 
 The shipped table holds the vendors' public list prices (standard tier, prompts under 200k tokens
 where the price is tiered) as of 2025-11-20. Configuration overrides or extends it
@@ -34,16 +37,19 @@ class ModelPrice:
     input: float
     output: float
     cached_input: float | None = None  # None: cached input costs as much as input
+    cache_write: float | None = None  # None: a cache write costs as much as input
 
     @classmethod
     def from_config(cls, value: ModelPrice | Mapping[str, Any]) -> ModelPrice:
         if isinstance(value, ModelPrice):
             return value
         cached = value.get("cached_input")
+        write = value.get("cache_write")
         return cls(
             input=float(value["input"]),
             output=float(value["output"]),
             cached_input=None if cached is None else float(cached),
+            cache_write=None if write is None else float(write),
         )
 
 
@@ -71,14 +77,14 @@ DEFAULT_PRICES: dict[str, ModelPrice] = {
     "gemini-2.5-flash": ModelPrice(0.30, 2.50, 0.03),
     "gemini-2.5-flash-lite": ModelPrice(0.10, 0.40, 0.01),
     "gemini-2.0-flash": ModelPrice(0.10, 0.40, 0.025),
-    # Anthropic (cache reads at 0.1x input)
-    "claude-opus-4-5": ModelPrice(5.00, 25.00, 0.50),
-    "claude-opus-4-1": ModelPrice(15.00, 75.00, 1.50),
-    "claude-opus-4": ModelPrice(15.00, 75.00, 1.50),
-    "claude-sonnet-4-5": ModelPrice(3.00, 15.00, 0.30),
-    "claude-sonnet-4": ModelPrice(3.00, 15.00, 0.30),
-    "claude-haiku-4-5": ModelPrice(1.00, 5.00, 0.10),
-    "claude-3-5-haiku": ModelPrice(0.80, 4.00, 0.08),
+    # Anthropic (cache reads at 0.1x input, cache writes (5 minutes) at 1.25x)
+    "claude-opus-4-5": ModelPrice(5.00, 25.00, 0.50, 6.25),
+    "claude-opus-4-1": ModelPrice(15.00, 75.00, 1.50, 18.75),
+    "claude-opus-4": ModelPrice(15.00, 75.00, 1.50, 18.75),
+    "claude-sonnet-4-5": ModelPrice(3.00, 15.00, 0.30, 3.75),
+    "claude-sonnet-4": ModelPrice(3.00, 15.00, 0.30, 3.75),
+    "claude-haiku-4-5": ModelPrice(1.00, 5.00, 0.10, 1.25),
+    "claude-3-5-haiku": ModelPrice(0.80, 4.00, 0.08, 1.00),
 }
 
 
@@ -123,7 +129,7 @@ class PriceTable:
             return None
         price = self._prices[entry]
         return {"entry": entry, "input": price.input, "output": price.output,
-                "cached_input": price.cached_input,
+                "cached_input": price.cached_input, "cache_write": price.cache_write,
                 "source": "override" if entry in self._overridden else "list"}
 
     def cost(self, model: str, usage: Usage) -> tuple[float, bool]:
@@ -138,15 +144,20 @@ class PriceTable:
         if price is None:
             return 0.0, False
         return token_cost(price, usage.input_tokens, usage.cached_input_tokens,
-                          usage.output_tokens), True
+                          usage.output_tokens, usage.cache_write_input_tokens), True
 
 
-def token_cost(price: ModelPrice, input_tokens: int, cached: int, output_tokens: int) -> float:
-    cached = min(max(cached, 0), max(input_tokens, 0))
+def token_cost(price: ModelPrice, input_tokens: int, cached: int, output_tokens: int,
+               written: int = 0) -> float:
+    input_tokens = max(input_tokens, 0)
+    cached = min(max(cached, 0), input_tokens)
+    written = min(max(written, 0), input_tokens - cached)
     cached_rate = price.input if price.cached_input is None else price.cached_input
+    write_rate = price.input if price.cache_write is None else price.cache_write
     usd = (
-        (input_tokens - cached) * price.input
+        (input_tokens - cached - written) * price.input
         + cached * cached_rate
+        + written * write_rate
         + output_tokens * price.output
     )
     return usd / _PER_TOKEN
@@ -161,6 +172,7 @@ class UsageStep:
     cached_input_tokens: int
     cost_usd: float
     known_price: bool
+    cache_write_input_tokens: int = 0
 
 
 @dataclass
@@ -177,9 +189,10 @@ class UsageAccumulator:
     input_tokens: int = 0
     output_tokens: int = 0
     cached_input_tokens: int = 0
+    cache_write_input_tokens: int = 0
     cost_usd: float = 0.0
     unknown_models: set[str] = field(default_factory=set)
-    _last: tuple[int, int, int, float] | None = None
+    _last: tuple[int, int, int, float, int] | None = None
 
     def add(self, model: str, usage: Usage) -> UsageStep:
         if usage.semantic is UsageSemantic.CUMULATIVE:
@@ -187,12 +200,14 @@ class UsageAccumulator:
         else:
             usd, known = self.prices.cost(model, usage)
             step = UsageStep(usage.input_tokens, usage.output_tokens,
-                             usage.cached_input_tokens, usd, known)
+                             usage.cached_input_tokens, usd, known,
+                             usage.cache_write_input_tokens)
         if not step.known_price:
             self.unknown_models.add(model)
         self.input_tokens += step.input_tokens
         self.output_tokens += step.output_tokens
         self.cached_input_tokens += step.cached_input_tokens
+        self.cache_write_input_tokens += step.cache_write_input_tokens
         self.cost_usd += step.cost_usd
         return step
 
@@ -201,11 +216,11 @@ class UsageAccumulator:
 
     def _cumulative_step(self, model: str, usage: Usage) -> UsageStep:
         usd_total, known = self.prices.cost(model, usage)
-        now = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usd_total)
+        now = (usage.input_tokens, usage.output_tokens, usage.cached_input_tokens, usd_total,
+               usage.cache_write_input_tokens)
         last = self._last
         self._last = now
         if last is None or any(n < p for n, p in zip(now, last, strict=True)):
-            return UsageStep(*now, known_price=known)
-        return UsageStep(
-            now[0] - last[0], now[1] - last[1], now[2] - last[2], now[3] - last[3], known
-        )
+            return UsageStep(now[0], now[1], now[2], now[3], known, now[4])
+        return UsageStep(now[0] - last[0], now[1] - last[1], now[2] - last[2], now[3] - last[3],
+                         known, now[4] - last[4])

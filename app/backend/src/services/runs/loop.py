@@ -73,6 +73,12 @@ def agent_limits(values: dict[str, Any]) -> AgentLimits:
         wall_clock_s=float(values["wall_clock_s"]), stall_s=float(values["stall_s"]),
         context_token_budget=int(values.get("context_token_budget",
                                             defaults.context_token_budget)),
+        compaction_enabled=bool(values.get("compaction_enabled", defaults.compaction_enabled)),
+        context_window_tokens=int(values.get("context_window_tokens",
+                                             defaults.context_window_tokens)),
+        context_high_mark=float(values.get("context_high_mark", defaults.context_high_mark)),
+        context_low_mark=float(values.get("context_low_mark", defaults.context_low_mark)),
+        context_keep_turns=int(values.get("context_keep_turns", defaults.context_keep_turns)),
     )
 
 

@@ -48,7 +48,8 @@ class Families:
             "Latency of one tool call, by domain, operation and outcome (ok or the error code).",
             ["domain", "operation", "outcome"], buckets=CALL_BUCKETS)
         self.tokens: Counter = Counter(
-            "studio_model_tokens", "Tokens used, by provider, model and direction.",
+            "studio_model_tokens", "Tokens used, by provider, model and kind (input, cached_input, "
+            "cache_write, output).",
             ["provider", "model", "direction"])
         self.cost: Counter = Counter(
             "studio_model_cost_usd", "Cost of the model calls in USD, by provider and model.",

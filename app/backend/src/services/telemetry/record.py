@@ -11,12 +11,15 @@ def model_call(provider: str, model: str, seconds: float) -> None:
 
 
 def usage(provider: str, model: str, input_tokens: int, output_tokens: int,
-          cost_usd: float) -> None:
+          cost_usd: float, *, cached_input_tokens: int = 0,
+          cache_write_input_tokens: int = 0) -> None:
+    """Tokens by kind: ``input`` (all of them, cached included), ``cached_input`` (read from the
+    prompt cache), ``cache_write`` (written to it), ``output``."""
     f = families()
-    if input_tokens:
-        f.tokens.labels(provider, model, "input").inc(input_tokens)
-    if output_tokens:
-        f.tokens.labels(provider, model, "output").inc(output_tokens)
+    for kind, count in (("input", input_tokens), ("cached_input", cached_input_tokens),
+                        ("cache_write", cache_write_input_tokens), ("output", output_tokens)):
+        if count:
+            f.tokens.labels(provider, model, kind).inc(count)
     if cost_usd > 0:
         f.cost.labels(provider, model).inc(cost_usd)
 

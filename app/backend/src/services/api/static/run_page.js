@@ -113,7 +113,7 @@
       this.branch = el("span", { id: "run-branch" });
       this.commit = el("span", { id: "run-commit" });
       this.pr = el("span", { id: "run-pr" });
-      this.tokens = el("span", { id: "run-tokens" }, "0 in / 0 out");
+      this.tokens = el("span", { id: "run-tokens" }, "0 in (0 cached) / 0 out");
       this.cost = el("span", { id: "run-cost" }, money(0));
       this.error = el("span", { id: "run-error" });
       this.created = el("span", { id: "run-created" });
@@ -313,8 +313,8 @@
     }
 
     usage(total) {
-      this.tokens.textContent = (total.input_tokens || 0) + " in / " +
-        (total.output_tokens || 0) + " out";
+      this.tokens.textContent = (total.input_tokens || 0) + " in (" +
+        (total.cached_input_tokens || 0) + " cached) / " + (total.output_tokens || 0) + " out";
       this.cost.textContent = money(total.cost_usd);
     }
 
@@ -548,6 +548,14 @@
         if (data.total) this.usage(data.total);
       } else if (kind === "warning") {
         this.add(el("p", { class: "note warning" }, "warning: " + (data.message || "")));
+      } else if (kind === "compaction") {
+        this.add(el("p", { class: "note compaction" }, data.source === "claude_code"
+          ? "context compacted by Claude Code (" + (data.trigger || "auto") + ", " +
+            (data.before_tokens || "?") + " tokens before)"
+          : "context compacted: " + (data.before_tokens || 0) + " → " +
+            (data.after_tokens || 0) + " tokens of a " + (data.window || 0) + "-token window" +
+            ((data.elided || []).length ? ", " + data.elided.length + " old outputs summarized" : "") +
+            (data.summary ? ", " + (data.replaced || 0) + " messages replaced by a summary" : "")));
       } else if (kind === "model_fallback") {
         const from = data.from || {}, to = data.to || {}, reason = data.reason || {};
         this.add(el("p", { class: "note fallback" },

@@ -39,6 +39,7 @@ from claude_agent_sdk import (
     CLINotFoundError,
     Message,
     ResultMessage,
+    SystemMessage,
     TextBlock,
 )
 
@@ -98,6 +99,7 @@ class _Session:
     assistant_error: str | None = None
     failure: Exception | None = None
     model_replies: set[str] = field(default_factory=set)
+    compactions: list[dict[str, Any]] = field(default_factory=list)  # Claude Code's own
 
 
 class ClaudeEngine:
@@ -247,6 +249,7 @@ class ClaudeEngine:
             turns=len(session.model_replies),
             stop_reason=self._stop_reason(result),
             transcript_path=transcript,
+            compactions=tuple(session.compactions),
         )
         self.last_outcome = outcome
         if session.bridge.stop_error is not None:
@@ -284,6 +287,18 @@ def _observe(session: _Session, message: Message) -> None:
                 session.last_text = text
     elif isinstance(message, ResultMessage):
         session.result = message
+    elif isinstance(message, SystemMessage) and message.subtype == "compact_boundary":
+        session.compactions.append(compaction_of(message.data))
+
+
+def compaction_of(data: dict[str, Any]) -> dict[str, Any]:
+    """A compaction Claude Code made (its ``compact_boundary`` message), as the journal records
+    it: what triggered it and how many tokens the conversation had before."""
+    meta = data.get("compact_metadata") or data.get("compactMetadata") or {}
+    pre = meta.get("pre_tokens", meta.get("preTokens")) if isinstance(meta, dict) else None
+    trigger = meta.get("trigger") if isinstance(meta, dict) else None
+    return {"source": "claude_code", "trigger": str(trigger or "auto"),
+            "before_tokens": int(pre) if isinstance(pre, int | float) else None}
 
 
 def _final_text(session: _Session) -> str:
@@ -304,6 +319,7 @@ def _usage(result: ResultMessage | None) -> Usage:
         input_tokens=int(raw.get("input_tokens") or 0) + cache_read + cache_write,
         output_tokens=int(raw.get("output_tokens") or 0),
         cached_input_tokens=cache_read,
+        cache_write_input_tokens=cache_write,
         cost_usd=result.total_cost_usd if result else None,
         semantic=UsageSemantic.CUMULATIVE,
     )

@@ -15,6 +15,7 @@ import json
 from typing import Any, Literal
 
 import openai
+from openai.types.responses import response_create_params
 
 from services.execution.errors import ConfigError, ProviderError
 from services.execution.messages import Message, ModelRequest, ModelResponse, ToolSchema
@@ -22,6 +23,10 @@ from services.execution.providers import codex_wire, failures
 from services.execution.providers.common import KeyedCache, WireCache, dumps, join_json_array
 
 Mode = Literal["responses", "chat"]
+# Whether the installed SDK knows the Responses API's ``prompt_cache_key`` (openai >= 1.99): a
+# stable key per execution routes its requests to the same prompt cache.
+PROMPT_CACHE_KEY = "prompt_cache_key" in getattr(
+    response_create_params.ResponseCreateParamsBase, "__annotations__", {})
 PROVIDER = "codex"
 _REASONING_PREFIXES = ("gpt-5", "o1", "o3", "o4")
 
@@ -97,6 +102,8 @@ class CodexClient:
             head.update(tool_choice="auto", parallel_tool_calls=True)
         if self._max_output_tokens is not None:
             head["max_output_tokens"] = self._max_output_tokens
+        if request.cache_key and PROMPT_CACHE_KEY:
+            head["prompt_cache_key"] = request.cache_key
         if self.model.startswith(_REASONING_PREFIXES):
             head["include"] = ["reasoning.encrypted_content"]
             if self._reasoning_effort:

@@ -7,14 +7,26 @@ exception classes and calls :func:`from_status`.
 from __future__ import annotations
 
 import email.utils
+import re
 import time
 from collections.abc import Mapping
 from typing import Any
 
-from services.execution.errors import ProviderError, ProviderRejected, ProviderUnavailable
+from services.execution.errors import (
+    ErrorCode,
+    ProviderError,
+    ProviderRejected,
+    ProviderUnavailable,
+)
 
 RETRYABLE_STATUSES = frozenset({408, 424, 429})  # plus every 5xx
 _MAX_MESSAGE = 500
+# How the vendors say a request is longer than the model's window (OpenAI
+# ``context_length_exceeded``, Anthropic "prompt is too long", Gemini "exceeds the maximum
+# number of tokens"): such a 400 is ``context_exhausted``, not a raw rejection.
+_CONTEXT_PATTERN = re.compile(
+    r"context[_ ]length|context window|prompt is too long|maximum (?:number of )?tokens|"
+    r"too many (?:input )?tokens", re.IGNORECASE)
 
 
 def is_retryable(status: int) -> bool:
@@ -61,6 +73,10 @@ def from_status(
         if wait is not None:
             details["retry_after"] = wait
         return ProviderUnavailable(text, details=details)
+    if status in (400, 413) and _CONTEXT_PATTERN.search(message):
+        return ProviderRejected(f"{provider}: the request does not fit the model's context "
+                                f"window: {redact(message, secrets)}", details=details,
+                                code=ErrorCode.CONTEXT_EXHAUSTED)
     return ProviderRejected(text, details=details)
 
 

@@ -19,7 +19,10 @@ prints). A profile holds a provider's facts as data:
 - ``build``: how its adapter is made from an :class:`EngineSpec`. A builder imports its adapter,
   and so the SDK, when it is called: importing this module loads no SDK, so ``studio --help``
   stays light;
-- ``needs_script``: the run needs a scripted trajectory (replay).
+- ``needs_script``: the run needs a scripted trajectory (replay);
+- ``context_window``: the window and output limit of a model of this provider that
+  :data:`~services.execution.context_windows.DEFAULT_WINDOWS` (the per-model table, beside the
+  prices) does not know (:func:`provider_window`).
 
 The composition root looks providers up here (:func:`provider_profile`) instead of switching on
 their names; the API's provider type, the auth maps of the composition root and of the
@@ -39,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from services.execution.context_windows import FALLBACK, ModelWindow
 from services.execution.errors import ConfigError, ErrorCode, ExecutionError
 from services.execution.ports import ModelClient, SelfDrivingEngine
 from services.execution.providers.cloud_auth import (
@@ -198,6 +202,7 @@ class ProviderProfile:
     telemetry_name: str
     needs_script: bool = False
     legacy_cli: bool = False
+    context_window: ModelWindow = FALLBACK
 
     @property
     def auth_modes(self) -> Mapping[str, AuthMode]:
@@ -274,7 +279,7 @@ def _build_replay(spec: EngineSpec) -> Engine:
 PROFILES: Mapping[str, ProviderProfile] = {
     "codex": ProviderProfile(
         name="codex", default_model="gpt-5.1", tool_schema=openai_strict, build=_build_codex,
-        telemetry_name="openai", legacy_cli=True,
+        telemetry_name="openai", legacy_cli=True, context_window=ModelWindow(128_000, 16_384),
         capabilities=ProviderCapabilities(
             provider="codex", sdk="openai", wire="OpenAI Responses (chat mode: Chat Completions)",
             chat_mode=True, base_url_env="OPENAI_BASE_URL",
@@ -283,6 +288,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     "gemini": ProviderProfile(
         name="gemini", default_model="gemini-2.5-pro", tool_schema=gemini, build=_build_gemini,
         telemetry_name="gcp.gemini", legacy_cli=True,
+        context_window=ModelWindow(1_048_576, 8_192),
         capabilities=ProviderCapabilities(
             provider="gemini", sdk="google-genai", wire="Gemini generateContent",
             thought_signature=True, base_url_env="GOOGLE_GEMINI_BASE_URL",
@@ -291,6 +297,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     "claude": ProviderProfile(
         name="claude", default_model="claude-sonnet-4-5", tool_schema=anthropic,
         build=_build_claude, telemetry_name="anthropic", legacy_cli=True,
+        context_window=ModelWindow(200_000, 8_192),
         capabilities=ProviderCapabilities(
             provider="claude", sdk="claude-agent-sdk (bundled Claude Code CLI)",
             wire="Anthropic Messages (SSE)", streaming=True, self_driving_loop=True,
@@ -300,6 +307,7 @@ PROFILES: Mapping[str, ProviderProfile] = {
     "replay": ProviderProfile(
         name="replay", default_model="replay", tool_schema=neutral, build=_build_replay,
         telemetry_name="studio.replay", needs_script=True,
+        context_window=ModelWindow(1_000_000, 32_000),
         capabilities=ProviderCapabilities(
             provider="replay", sdk="none (a scripted trajectory)", wire=None,
             guards=REPLAY_GUARDS,
@@ -328,6 +336,12 @@ def model_or_default(provider: str, model: str | None) -> str:
         return model
     found = PROFILES.get(provider)
     return found.default_model if found is not None else ""
+
+
+def provider_window(provider: str) -> ModelWindow:
+    """The window of a model of ``provider`` the per-model table does not know."""
+    found = PROFILES.get(provider)
+    return found.context_window if found is not None else FALLBACK
 
 
 def telemetry_name(provider: str) -> str:
