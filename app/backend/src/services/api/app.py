@@ -44,9 +44,13 @@ ROUTER_MODULES: tuple[str, ...] = (
     "operators",
     "mcp_servers",
     "approvals",
+    "webhooks",
+    "triggers",
 )
 
 API_PREFIX = "/api/"
+# Authenticated by their signature, not a bearer token (services.triggers.ingress).
+SIGNED_PREFIX = "/api/webhooks/"
 
 
 class UnscopedRoute(RuntimeError):
@@ -66,7 +70,8 @@ def api_routes(app: FastAPI) -> list[tuple[str, str, Scope | None]]:
     found = []
     for context in iter_route_contexts(app.routes):
         path, dependant = context.path, getattr(context, "dependant", None)
-        if path is None or dependant is None or not path.startswith(API_PREFIX):
+        if (path is None or dependant is None or not path.startswith(API_PREFIX)
+                or path.startswith(SIGNED_PREFIX)):
             continue
         scope = route_scope(dependant)
         found += [(method, path, scope) for method in sorted(context.methods or ())]

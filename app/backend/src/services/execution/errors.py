@@ -88,6 +88,8 @@ class ErrorCode(StrEnum):
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_EXPIRED = "approval_expired"
     SETUP_FAILED = "setup_failed"
+    # follow-ups on a pull request's branch (services.runs.finalize)
+    BRANCH_MOVED = "branch_moved"
 
 
 class StudioError(Exception):

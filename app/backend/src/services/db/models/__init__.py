@@ -17,6 +17,7 @@ from services.db.models.flowcharts import (
     Node,
     new_id,
 )
+from services.db.models.triggers import GithubDelivery, GithubTrigger, TriggerSlot
 
 __all__ = [
     "ApiToken",
@@ -25,6 +26,8 @@ __all__ = [
     "Edge",
     "ExecutionEvent",
     "Flowchart",
+    "GithubDelivery",
+    "GithubTrigger",
     "FlowchartRun",
     "FlowchartRunNode",
     "Integration",
@@ -34,6 +37,7 @@ __all__ = [
     "RuntimeSetting",
     "ToolApproval",
     "ToolCallRecord",
+    "TriggerSlot",
     "WorkspaceCheckpoint",
     "new_id",
 ]
