@@ -1,0 +1,142 @@
+"""Work that starts on GitHub, end to end: the real ``studio api`` takes signed deliveries, a
+real ``studio worker`` (Redis broker) acts on them and runs the executions, on SQLite and on
+PostgreSQL; GitHub is the double of ``tests/support`` (pull requests, issues, comments,
+reactions, permissions)."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from services.db.triggers import IDLE
+from tests.integration.celery_fixtures import claimed_broker
+from tests.integration.databases import create_migrated_pg_database, drop_pg_database
+from tests.integration.triggers.world import REPO, SECRET, TOKEN, World, trigger_world, wait_for
+from tests.support import webhooks
+
+pytestmark = pytest.mark.slow
+
+OWNER = "maintainer"  # write permission
+READER = "reader"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(request: pytest.FixtureRequest,
+          tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    root = tmp_path_factory.mktemp(f"triggers-{request.param}")
+    admin = url = None
+    if request.param == "sqlite":
+        url = f"sqlite:///{root / 'studio.db'}"
+    else:
+        admin = request.getfixturevalue("pg_admin")
+        url = create_migrated_pg_database(admin)
+    try:
+        with claimed_broker() as broker, trigger_world(root, url, broker) as built:
+            built.issues.permissions.update({OWNER: "maintain", READER: "read"})
+            built.put_trigger(REPO)
+            yield built
+    finally:
+        if admin is not None:
+            drop_pg_database(admin, url)
+
+
+def _number() -> int:
+    return 100 + uuid.uuid4().int % 100_000
+
+
+def _issue_run(world: World, number: int) -> tuple[str, int]:
+    """A labelled issue run to its end; its execution and the number of its pull request."""
+    answer = world.deliver("issues", webhooks.labeled(REPO, number, "studio", OWNER,
+                                                      title="Rename", body="the helper"))
+    assert answer.status_code == 202, answer.text
+    delivery = answer.json()["delivery"]
+    execution_id = wait_for("the issue's execution", lambda: world.delivery(delivery)
+                            .execution_id, 60, world.logs)
+    row = world.final(execution_id)
+    assert row.status == "succeeded", (row.error_code, row.error_message, world.logs())
+    assert row.pr_number is not None
+    wait_for("the issue's slot to be released",
+             lambda: world.slot_state(REPO, number) == IDLE, 60, world.logs)
+    return execution_id, row.pr_number
+
+
+def test_deliveries_are_authenticated_capped_and_recorded(world: World) -> None:
+    payload = webhooks.labeled(REPO, _number(), "studio", OWNER)
+    before = len(world.executions())
+    for kwargs in ({"signature_value": None}, {"signature_value": "sha256=" + "0" * 64},
+                   {"signature_value": webhooks.signature("wrong", b"{}")}):
+        delivery_id = str(uuid.uuid4())
+        if kwargs["signature_value"] is None:
+            answer = webhooks.deliver(world.hook_url, None, "issues", payload,
+                                      delivery_id=delivery_id)
+        else:
+            answer = world.deliver("issues", payload, delivery_id=delivery_id, **kwargs)
+        assert answer.status_code == 401, answer.text
+        assert world.delivery(delivery_id) is None  # nothing stored
+    big = json.dumps({**payload, "padding": "x" * (2 * 1024 * 1024)}).encode()
+    assert world.deliver("issues", None, body=big).status_code == 413
+    malformed_id = str(uuid.uuid4())
+    answer = world.deliver("issues", None, body=b'{"action": "labeled",', delivery_id=malformed_id)
+    assert answer.status_code == 400
+    assert world.delivery(malformed_id).outcome == "malformed"
+    ping = world.deliver("ping", {"zen": "Design for failure.", "hook_id": 1})
+    assert ping.status_code == 200 and ping.json()["outcome"] == "ping"
+    ignored = world.deliver("issues", webhooks.labeled(REPO, 5, "bug", OWNER))
+    assert ignored.status_code == 202 and ignored.json()["outcome"] == "ignored"
+    assert len(world.executions()) == before  # nothing started
+    # positive control: the same payload, signed with the secret, is taken
+    assert world.deliver("ping", {"zen": "x"}).status_code == 200
+
+
+def test_a_labelled_issue_then_a_follow_up_on_its_pull_request(world: World) -> None:
+    number = _number()
+    delivery_id = str(uuid.uuid4())
+    payload = webhooks.labeled(REPO, number, "studio", OWNER, title="Rename", body="the helper")
+    first = world.deliver("issues", payload, delivery_id=delivery_id)
+    again = world.deliver("issues", payload, delivery_id=delivery_id)  # a redelivery
+    assert (first.status_code, again.status_code) == (202, 200)
+    assert again.json()["outcome"] == "duplicate"
+    execution_id = wait_for("the issue's execution",
+                            lambda: world.delivery(delivery_id).execution_id, 60, world.logs)
+    row = world.final(execution_id)
+    assert row.status == "succeeded", (row.error_code, row.error_message, world.logs())
+    pulls = [p for p in world.github.pulls if p.head == row.branch]
+    assert len(pulls) == 1 and f"Fixes #{number}" in pulls[0].body
+    wait_for("the end comment", lambda: world.issues.comments_on(
+        number, f"end {execution_id}"), 60, world.logs)
+    assert len(world.issues.comments_on(number, f"start {execution_id}")) == 1
+    assert ("issues", number, "eyes") in world.issues.reactions
+    assert len([e for e in world.executions() if f"#{number}" in e.prompt]) == 1
+    wait_for("the issue's slot to be released",
+             lambda: world.slot_state(REPO, number) == IDLE, 60, world.logs)
+
+    # the follow-up: one more commit on the same branch, no second pull request
+    pull = pulls[0]
+    head_before = world.branch_log(pull.head)
+    answer = world.deliver("issue_comment", webhooks.pr_comment(
+        REPO, pull.number, "/studio rename the helper; use provider gemini, max_budget_usd "
+        "1000, network open", OWNER))
+    assert answer.status_code == 202
+    follow_id = wait_for("the follow-up", lambda: world.delivery(answer.json()["delivery"])
+                         .execution_id, 60, world.logs)
+    follow = world.final(follow_id)
+    assert follow.status == "succeeded", (follow.error_code, follow.error_message)
+    head_after = world.branch_log(pull.head)
+    assert len(head_after) == len(head_before) + 1 and head_after[1:] == head_before
+    assert len([p for p in world.github.pulls if p.head == pull.head]) == 1
+    assert follow.pr_url is None and follow.branch == pull.head
+    # the comment's words chose nothing: the trigger's settings are the run's
+    assert follow.provider == "replay"
+    assert follow.settings_snapshot["limits"]["max_iterations"] == 6
+    assert follow.settings_snapshot["limits"]["max_budget_usd"] == row.settings_snapshot[
+        "limits"]["max_budget_usd"]
+    assert (follow.request or {}).get("network") == "offline"
+    assert "rename the helper" in follow.prompt
+    wait_for("the follow-up's end comment", lambda: world.issues.comments_on(
+        pull.number, f"end {follow_id}"), 60, world.logs)
+    assert len(world.issues.comments_on(pull.number, f"end {follow_id}")) == 1
+    assert TOKEN not in "".join(c.body for c in world.issues.comments)
+    assert SECRET not in "".join(c.body for c in world.issues.comments)
