@@ -6,16 +6,30 @@ reactions, permissions)."""
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from collections.abc import Iterator
 
 import pytest
 
-from services.db.triggers import IDLE
-from tests.integration.celery_fixtures import claimed_broker
+from services.db.models import NodeExecution
+from services.db.status import FINAL_STATUSES
+from services.db.triggers import IDLE, DeliveryStore
+from tests.integration.celery_fixtures import claimed_broker, processes_running
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
-from tests.integration.triggers.world import REPO, SECRET, TOKEN, World, trigger_world, wait_for
+from tests.integration.triggers.world import (
+    REPO,
+    SECRET,
+    SLOW_REPO,
+    SLOW_S,
+    TOKEN,
+    World,
+    slow_script,
+    trigger_world,
+    wait_for,
+)
 from tests.support import webhooks
+from tests.support.exfil_listener import TcpWitness
 
 pytestmark = pytest.mark.slow
 
@@ -140,3 +154,112 @@ def test_a_labelled_issue_then_a_follow_up_on_its_pull_request(world: World) -> 
     assert len(world.issues.comments_on(pull.number, f"end {follow_id}")) == 1
     assert TOKEN not in "".join(c.body for c in world.issues.comments)
     assert SECRET not in "".join(c.body for c in world.issues.comments)
+
+
+def _follow_ups_of(world: World, number: int, repo: str = REPO) -> list[NodeExecution]:
+    return sorted((e for e in world.executions(repo) if f"pull request #{number}:" in e.prompt),
+                  key=lambda e: e.created_at)
+
+
+def test_a_storm_of_comments_yields_at_most_two_runs_and_the_second_sees_the_rest(
+        world: World) -> None:
+    world.live_worker()
+    number = world.studio_pull()
+    texts = [f"/studio step {i} {uuid.uuid4().hex[:6]}" for i in range(5)]
+    for i, text in enumerate(texts):
+        answer = world.deliver("issue_comment", webhooks.pr_comment(REPO, number, text, OWNER,
+                                                                   comment_id=900 + i))
+        assert answer.status_code == 202
+    wait_for("the storm to settle", lambda: len(_follow_ups_of(world, number)) >= 1
+             and all(e.status in FINAL_STATUSES for e in _follow_ups_of(world, number))
+             and world.slot_state(REPO, number) == IDLE, 180, world.logs)
+    runs = _follow_ups_of(world, number)
+    assert 1 <= len(runs) <= 2
+    seen = [[t for t in texts if t.removeprefix("/studio ") in run.prompt] for run in runs]
+    assert sorted(sum(seen, [])) == sorted(texts)  # every comment reached a run, once
+    outcomes = [world.delivery(d.id).outcome for d in DeliveryStore(world.db).recent(200)
+                if d.number == number]
+    assert outcomes.count("started") == 1 and outcomes.count("coalesced") == 4
+
+
+def test_who_may_not_trigger_gets_one_refusal_and_nothing_runs(world: World) -> None:
+    world.live_worker()
+    number = world.studio_pull()
+    before = len(world.executions())
+    answer = world.deliver("issue_comment", webhooks.pr_comment(REPO, number, "/studio go",
+                                                               READER))
+    delivery = answer.json()["delivery"]
+    wait_for("the refusal", lambda: world.delivery(delivery).outcome == "refused", 60,
+             world.logs)
+    assert len(world.issues.comments_on(number, f"refusal {delivery}")) == 1
+    assert "'read' permission" in world.issues.comments_on(number, "refusal")[0].body
+
+    # a pull request from a fork: refused; the fork's host never hears from the studio
+    with TcpWitness() as fork_host:
+        fork = world.studio_pull()
+        world.issues.forks[fork] = f"{fork_host.url}/forker/widgets.git"
+        answer = world.deliver("issue_comment", webhooks.pr_comment(REPO, fork, "/studio go",
+                                                                   OWNER))
+        delivery = answer.json()["delivery"]
+        wait_for("the fork's refusal", lambda: world.delivery(delivery).outcome == "refused",
+                 60, world.logs)
+        assert "fork" in world.issues.comments_on(fork, f"refusal {delivery}")[0].body
+        assert fork_host.received() == b"" and fork_host.connections == 0
+    assert len(world.executions()) == before
+    # positive control: the same comment by a maintainer on the studio's own PR starts a run
+    answer = world.deliver("issue_comment", webhooks.pr_comment(REPO, number, "/studio go",
+                                                               OWNER))
+    wait_for("the maintainer's run", lambda: world.delivery(answer.json()["delivery"])
+             .execution_id, 60, world.logs)
+
+
+def test_the_kill_switch_defers_deliveries_and_releasing_it_starts_them(world: World) -> None:
+    world.live_worker()
+    assert world.studio("settings", "set", "killswitch_engaged", "true").returncode == 0
+    try:
+        number = _number()
+        answer = world.deliver("issues", webhooks.labeled(REPO, number, "studio", OWNER))
+        assert answer.status_code == 202 and answer.json()["outcome"] == "deferred"
+        delivery = answer.json()["delivery"]
+        time.sleep(1.5)  # three reaper passes: nothing may start while the switch is on
+        assert world.delivery(delivery).outcome == "deferred"
+        assert not [e for e in world.executions() if f"#{number}" in e.prompt]
+    finally:
+        assert world.studio("settings", "set", "killswitch_engaged", "false").returncode == 0
+    execution_id = wait_for("the deferred work to start", lambda: world.delivery(delivery)
+                            .execution_id, 60, world.logs)
+    assert world.final(execution_id).status == "succeeded"
+
+
+def test_a_worker_killed_mid_run_does_not_wedge_the_pull_request(world: World) -> None:
+    world.live_worker()
+    nonce = f"0.{uuid.uuid4().int % 10**8:08d}"
+    world.put_trigger(SLOW_REPO, replay_script=slow_script(nonce))
+    number = world.studio_pull(SLOW_REPO)
+    first = world.deliver("issue_comment", webhooks.pr_comment(SLOW_REPO, number,
+                                                               "/studio slow", OWNER))
+    execution_id = wait_for("the slow follow-up", lambda: world.delivery(
+        first.json()["delivery"]).execution_id, 60, world.logs)
+    wait_for("the slow command", lambda: processes_running("sleep", str(SLOW_S), nonce), 120,
+             world.logs)
+    pending = world.deliver("issue_comment", webhooks.pr_comment(SLOW_REPO, number,
+                                                                 "/studio and more", OWNER))
+    wait_for("the second comment to wait", lambda: world.delivery(
+        pending.json()["delivery"]).outcome == "coalesced", 60, world.logs)
+    world.put_trigger(SLOW_REPO)  # what starts next is quick
+    for worker in world.workers:
+        if worker.process.poll() is None:
+            worker.kill()
+    wait_for("the slow command to die", lambda: not processes_running(
+        "sleep", str(SLOW_S), nonce), 60, world.logs)
+    world.start_worker("worker-b")
+    resumed = world.final(execution_id, timeout=240)
+    assert resumed.lease_epoch >= 2  # taken over after the kill
+    wait_for("the pending follow-up to start", lambda: len(_follow_ups_of(
+        world, number, SLOW_REPO)) == 2, 120, world.logs)
+    second = _follow_ups_of(world, number, SLOW_REPO)[1]
+    assert "and more" in second.prompt and "/studio slow" not in second.prompt
+    assert world.final(second.id).status == "succeeded"
+    assert len(world.issues.comments_on(number, f"end {execution_id}")) <= 1
+    wait_for("one end comment of the resumed run", lambda: len(world.issues.comments_on(
+        number, f"end {execution_id}")) == 1, 60, world.logs)

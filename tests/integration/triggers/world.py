@@ -9,6 +9,7 @@ import contextlib
 import os
 import subprocess
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -93,6 +94,21 @@ class World:
         worker = start_worker(env, self.root / f"{name}.log", "--concurrency", "2")
         self.workers.append(worker)
         return worker
+
+    def live_worker(self) -> None:
+        """A worker runs (a test that killed one leaves the next a fresh one)."""
+        if not any(w.process.poll() is None for w in self.workers):
+            self.start_worker(f"worker-{len(self.workers)}")
+
+    def studio_pull(self, repo: str = REPO) -> int:
+        """A pull request the studio opened (its marker in the body) on a branch of its own."""
+        branch = f"studio/pr-{uuid.uuid4().hex[:8]}"
+        subprocess.run(["git", f"--git-dir={self.host.bare(repo)}", "branch", branch, "HEAD"],
+                       check=True, capture_output=True)
+        owner, name = repo.split("/")
+        pull = self.github.add_pull(owner, name, branch, "main", title="Earlier work",
+                                    body="Earlier work\n\n<!-- studio-execution: x -->")
+        return pull.number
 
     def logs(self) -> str:
         return "\n".join(f"--- {w.log_path.name}\n{w.log()}" for w in self.workers) + \
