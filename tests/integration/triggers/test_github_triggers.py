@@ -9,7 +9,9 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
+import httpx2
 import pytest
 
 from services.db.models import NodeExecution
@@ -77,6 +79,28 @@ def _issue_run(world: World, number: int) -> tuple[str, int]:
     return execution_id, row.pr_number
 
 
+def _trace_reaches_the_execution(world: World, delivery_id: str, execution_id: str) -> None:
+    """One trace: the API's delivery span, the worker's processing, the slot's start naming
+    the execution, and the execution's own agent span."""
+    def found(spans: list[Any]) -> bool:
+        names = {s.name for s in spans if s.attributes.get("studio.execution_id")
+                 == execution_id}
+        return "studio.trigger.start" in names and "invoke_agent studio" in names
+    spans = world.traces.wait_for(found, timeout=60)
+    ingress = [s for s in spans if s.name == "studio.webhook.delivery"
+               and s.attributes.get("studio.delivery_id") == delivery_id]
+    process = [s for s in spans if s.name == "studio.webhook.process"
+               and s.attributes.get("studio.delivery_id") == delivery_id]
+    assert len(process) == 1  # the redelivery was answered, never processed
+    trace = process[0].trace_id
+    assert trace in {s.trace_id for s in ingress}  # the API's span of that delivery
+    start = [s for s in spans if s.name == "studio.trigger.start"
+             and s.attributes.get("studio.execution_id") == execution_id]
+    agent = [s for s in spans if s.name == "invoke_agent studio"
+             and s.attributes.get("studio.execution_id") == execution_id]
+    assert [s.trace_id for s in process + start + agent] == [trace] * 3
+
+
 def test_deliveries_are_authenticated_capped_and_recorded(world: World) -> None:
     payload = webhooks.labeled(REPO, _number(), "studio", OWNER)
     before = len(world.executions())
@@ -124,6 +148,7 @@ def test_a_labelled_issue_then_a_follow_up_on_its_pull_request(world: World) -> 
     assert len(world.issues.comments_on(number, f"start {execution_id}")) == 1
     assert ("issues", number, "eyes") in world.issues.reactions
     assert len([e for e in world.executions() if f"#{number}" in e.prompt]) == 1
+    _trace_reaches_the_execution(world, delivery_id, execution_id)
     wait_for("the issue's slot to be released",
              lambda: world.slot_state(REPO, number) == IDLE, 60, world.logs)
 
@@ -180,6 +205,18 @@ def test_a_storm_of_comments_yields_at_most_two_runs_and_the_second_sees_the_res
     outcomes = [world.delivery(d.id).outcome for d in DeliveryStore(world.db).recent(200)
                 if d.number == number]
     assert outcomes.count("started") == 1 and outcomes.count("coalesced") == 4
+    metrics = httpx2.get(f"{world.api.url}/metrics", timeout=30).text
+    coalesced = _sample(metrics, 'studio_webhook_deliveries_total{event="issue_comment",'
+                                 'outcome="coalesced"}')
+    assert coalesced >= 4 and _sample(metrics, "studio_trigger_coalesced_total") == coalesced
+    assert _sample(metrics, 'studio_trigger_slots{state="idle"}') >= 1
+
+
+def _sample(metrics: str, name: str) -> float:
+    for line in metrics.splitlines():
+        if line.startswith(name + " "):
+            return float(line.rsplit(" ", 1)[1])
+    raise AssertionError(f"{name} not in /metrics")
 
 
 def test_who_may_not_trigger_gets_one_refusal_and_nothing_runs(world: World) -> None:

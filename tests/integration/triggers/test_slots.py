@@ -12,7 +12,7 @@ from typing import Any
 from services.db.base import utcnow
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
-from services.db.triggers import DEBOUNCING, IDLE, RUNNING, SlotStore
+from services.db.triggers import DEBOUNCING, IDLE, RUNNING, DeliveryStore, SlotStore
 from services.settings import StudioSettings
 from services.triggers.slots import (
     COALESCED,
@@ -94,3 +94,12 @@ def test_pending_work_waits_for_its_debounce_window(db: Database) -> None:
     assert start_due(db, StudioSettings(), SlotStore(db).read(repository, 9),
                      launched.append) is not None
     assert len(launched) == 2
+
+
+def test_a_delivery_id_is_recorded_once(db: Database) -> None:
+    store = DeliveryStore(db)
+    delivery_id = str(uuid.uuid4())
+    assert store.record(delivery_id, event="issues", outcome="queued")  # positive control
+    assert not store.record(delivery_id, event="issues", outcome="ignored")
+    found = store.get(delivery_id)
+    assert found is not None and found.outcome == "queued"

@@ -28,6 +28,7 @@ from tests.integration.celery_fixtures import STUDIO, Broker, WorkerProcess, sta
 from tests.support.git_http_server import GitHttpHost, git_http_server, seed_bare_repo
 from tests.support.github_api import GitHubApi, github_api
 from tests.support.github_issues import GitHubIssues, plug_issues
+from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
 from tests.support.webhooks import deliver
 
 TOKEN = "ghs_TriggerTestToken0123456789abcdefAB"
@@ -75,6 +76,7 @@ class World:
     api: ApiServer
     env: dict[str, str]
     db: Database
+    traces: OtlpReceiver
     workers: list[WorkerProcess] = field(default_factory=list)
 
     @property
@@ -160,6 +162,7 @@ def trigger_world(root: Path, database_url: str, broker: Broker) -> Iterator[Wor
     with git_http_server(git_root, TOKEN) as host, github_api(git_root, TOKEN) as github, \
             contextlib.ExitStack() as stack:
         issues = plug_issues(github)
+        traces = stack.enter_context(otlp_receiver())
         env = {k: v for k, v in os.environ.items()
                if not k.startswith(("STUDIO_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_"))}
         (root / "home").mkdir(exist_ok=True)
@@ -171,11 +174,12 @@ def trigger_world(root: Path, database_url: str, broker: Broker) -> Iterator[Wor
                    STUDIO_PUBLIC_URL="https://studio.example",
                    STUDIO_BROKER_URL=broker.url, STUDIO_WORKER_QUEUE=broker.queue,
                    STUDIO_GIT_AUTHOR_NAME="Studio Agent",
-                   STUDIO_GIT_AUTHOR_EMAIL="agent@studio.invalid")
+                   STUDIO_GIT_AUTHOR_EMAIL="agent@studio.invalid",
+                   OTEL_EXPORTER_OTLP_ENDPOINT=traces.url, OTEL_BSP_SCHEDULE_DELAY="100")
         db = Database(create_db_engine(database_url))
         stack.callback(db.dispose)
         api = stack.enter_context(api_process(env, host.url(REPO)))
-        world = World(root, host, github, issues, api, env, db)
+        world = World(root, host, github, issues, api, env, db, traces)
         for key, value in {"trigger_debounce_s": "1", "reaper_interval_s": "0.5",
                            "lease_ttl_s": "6", "heartbeat_s": "1"}.items():
             done = world.studio("settings", "set", key, value)

@@ -28,6 +28,7 @@ from services.api.launcher import DispatchLauncher, Launcher
 from services.api.middleware import RequestIdMiddleware, SecurityHeadersMiddleware
 from services.api.node_children import node_children
 from services.api.routers.viewer import static_dir
+from services.api.trigger_clock import TriggerClock
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
 from services.telemetry.instrumentation import instrument_fastapi
@@ -98,14 +99,20 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
         lambda run_id, node_id: node_children(database, settings).dispatch(run_id, node_id)))
     if isinstance(runner, DispatchLauncher):
         runner.after_run = clock.poke  # an execution it ran may now wait for an approval
+    # without a broker no worker's reaper runs the triggers' pass: the API does
+    triggers = None if dispatch.brokered else TriggerClock(database, settings, runner.launch)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         clock.start()  # approvals expire without a reaper (services.api.approval_clock)
+        if triggers is not None:
+            triggers.start()
         try:
             yield
         finally:
             clock.stop()
+            if triggers is not None:
+                triggers.stop()
             runner.shutdown()
             if db is None:
                 database.dispose()

@@ -33,8 +33,10 @@ class DeliveryStore:
         with self.db.session() as session:
             statement = (dialect_insert(session)(GithubDelivery)
                          .values(id=delivery_id, received_at=utcnow(), **fields)
-                         .on_conflict_do_nothing(index_elements=["id"]))
-            return bool(session.execute(statement).rowcount)  # type: ignore[attr-defined]
+                         .on_conflict_do_nothing(index_elements=["id"])
+                         .returning(GithubDelivery.id))
+            # RETURNING, not rowcount: the ORM's rowcount of an INSERT is not the rows written
+            return session.execute(statement).scalar_one_or_none() is not None
 
     def get(self, delivery_id: str) -> GithubDelivery | None:
         with self.db.read_session() as session:
