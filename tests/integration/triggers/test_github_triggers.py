@@ -300,3 +300,35 @@ def test_a_worker_killed_mid_run_does_not_wedge_the_pull_request(world: World) -
     assert len(world.issues.comments_on(number, f"end {execution_id}")) <= 1
     wait_for("one end comment of the resumed run", lambda: len(world.issues.comments_on(
         number, f"end {execution_id}")) == 1, 60, world.logs)
+
+
+def test_a_follow_up_whose_branch_moved_is_queued_once_more_at_the_new_head(
+        world: World) -> None:
+    world.live_worker()
+    nonce = f"0.{uuid.uuid4().int % 10**8:08d}"
+    script = slow_script(nonce)
+    script["turns"][1]["tool_calls"][0]["args"]["argv"] = ["sleep", "4", nonce]
+    world.put_trigger(SLOW_REPO, replay_script=script)
+    number = world.studio_pull(SLOW_REPO)
+    branch = world.pull(number).head
+    with world.api.client(world.api.token("runner", ["read", "run"])) as client:
+        answer = client.post(f"/api/triggers/{SLOW_REPO}/pulls/{number}/follow-ups",
+                             json={"prompt": "tidy the docs"})
+    assert answer.status_code == 202, answer.text
+    first_id = answer.json()["execution_id"]
+    wait_for("the follow-up's command", lambda: processes_running("sleep", "4", nonce), 120,
+             world.logs)
+    world.put_trigger(SLOW_REPO)  # what starts next is quick
+    theirs = world.push_commit(SLOW_REPO, branch, "someone else's change")
+    first = world.final(first_id)
+    assert (first.status, first.error_code) == ("failed", "branch_moved")
+    wait_for("the follow-up queued once more", lambda: len(_follow_ups_of(
+        world, number, SLOW_REPO)) == 2, 120, world.logs)
+    again = world.final(_follow_ups_of(world, number, SLOW_REPO)[1].id)
+    assert again.status == "succeeded", (again.error_code, again.error_message)
+    assert "tidy the docs" in again.prompt and again.base_commit == theirs
+    log = world.branch_log(branch, SLOW_REPO)
+    assert log[1].split()[0] == theirs  # their commit kept, ours on top: never forced
+    wait_for("the slot to be idle", lambda: world.slot_state(SLOW_REPO, number) == IDLE, 60,
+             world.logs)
+    assert len(_follow_ups_of(world, number, SLOW_REPO)) == 2

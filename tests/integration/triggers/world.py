@@ -112,6 +112,21 @@ class World:
                                     body="Earlier work\n\n<!-- studio-execution: x -->")
         return pull.number
 
+    def push_commit(self, repo: str, branch: str, message: str) -> str:
+        """Someone else pushes a commit on ``branch``; answers its id."""
+        bare = str(self.host.bare(repo))
+        env = {**os.environ, "GIT_AUTHOR_NAME": "Someone", "GIT_AUTHOR_EMAIL": "s@x.invalid",
+               "GIT_COMMITTER_NAME": "Someone", "GIT_COMMITTER_EMAIL": "s@x.invalid"}
+
+        def git(*args: str) -> str:
+            return subprocess.run(["git", f"--git-dir={bare}", *args], env=env, check=True,
+                                  capture_output=True, text=True).stdout.strip()
+
+        tree = git("rev-parse", f"refs/heads/{branch}^{{tree}}")
+        commit = git("commit-tree", tree, "-p", f"refs/heads/{branch}", "-m", message)
+        git("update-ref", f"refs/heads/{branch}", commit)
+        return commit
+
     def logs(self) -> str:
         return "\n".join(f"--- {w.log_path.name}\n{w.log()}" for w in self.workers) + \
             "\n--- api\n" + "".join(self.api.log[-80:])
