@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from services.db.models import GithubTrigger
-from services.db.runtime_settings import LIMIT_KEYS, InvalidSettingValue, validate
+from services.db.runtime_settings import LIMIT_KEYS, InvalidSettingValue, checked, validate
 from services.db.session import Database
 from services.db.triggers import TriggerStore
 from services.execution.errors import ConfigError, ErrorCode
@@ -80,7 +80,7 @@ def check(db: Database, settings: StudioSettings, repository: str,
         if key not in LIMIT_KEYS:
             raise _invalid(f"{key!r} is not a limit", field="limits", known=list(LIMIT_KEYS))
         try:
-            limits[key] = validate(key, value)
+            limits[key] = checked(key, validate(key, value))
         except InvalidSettingValue as exc:
             raise _invalid(str(exc), field=f"limits.{key}") from exc
     check_new_execution(db, settings, config.repo_url, pull_request=True, allow_local=False)
