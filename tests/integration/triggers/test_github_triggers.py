@@ -114,6 +114,11 @@ def test_deliveries_are_authenticated_capped_and_recorded(world: World) -> None:
             answer = world.deliver("issues", payload, delivery_id=delivery_id, **kwargs)
         assert answer.status_code == 401, answer.text
         assert world.delivery(delivery_id) is None  # nothing stored
+    # a bearer token is no signature: the webhook's only authentication is the secret's
+    answer = httpx2.post(world.hook_url, content=json.dumps(payload).encode(), timeout=30,
+                         headers={"Authorization": f"Bearer {world.api.admin}",
+                                  "X-GitHub-Event": "issues", "X-GitHub-Delivery": "tok-1"})
+    assert answer.status_code == 401 and world.delivery("tok-1") is None
     big = json.dumps({**payload, "padding": "x" * (2 * 1024 * 1024)}).encode()
     assert world.deliver("issues", None, body=big).status_code == 413
     malformed_id = str(uuid.uuid4())
