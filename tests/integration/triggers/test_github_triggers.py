@@ -337,3 +337,25 @@ def test_a_follow_up_whose_branch_moved_is_queued_once_more_at_the_new_head(
     wait_for("the slot to be idle", lambda: world.slot_state(SLOW_REPO, number) == IDLE, 60,
              world.logs)
     assert len(_follow_ups_of(world, number, SLOW_REPO)) == 2
+
+
+def test_the_cli_sets_triggers_and_starts_follow_ups(world: World) -> None:
+    world.live_worker()
+    bad = world.studio("triggers", "set", SLOW_REPO, "--repo-url", world.host.url(SLOW_REPO),
+                       "--provider", "codex", "--limit", "max_iterations=0")
+    assert bad.returncode == 2 and "max_iterations" in bad.stderr
+    bad = world.studio("triggers", "set", SLOW_REPO, "--repo-url", world.host.url(SLOW_REPO),
+                       "--provider", "codex", "--label", "<b>x</b>")
+    assert bad.returncode == 2
+    listed = world.studio("triggers", "list")
+    assert listed.returncode == 0 and REPO in listed.stdout
+    number = world.studio_pull()
+    branch = world.pull(number).head
+    done = world.studio("run", "--repo", world.host.url(REPO), "--pr-number", str(number),
+                        "add a changelog line")
+    assert done.returncode == 0, done.stderr
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    assert answer["outcome"] == "started"
+    row = world.final(answer["execution_id"])
+    assert row.status == "succeeded" and row.branch == branch
+    assert len(world.branch_log(branch)) == 2  # the seed commit and the follow-up's
