@@ -31,7 +31,7 @@ def test_defaults_and_validation(db: Database) -> None:
                           "repo_daily_budget_usd": 20.0, "wall_clock_s": 3600.0,
                           "stall_s": 600.0, "lease_ttl_s": 60.0, "heartbeat_s": 15.0,
                           "reaper_interval_s": 30.0, "queued_timeout_s": 60.0,
-                          "max_attempts": 5,
+                          "max_attempts": 5, "trigger_debounce_s": 15.0,
                           "context_token_budget": 120000}
     assert repo.set("max_budget_usd", 3) == 3.0
     assert repo.get("max_budget_usd") == 3.0

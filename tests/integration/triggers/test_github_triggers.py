@@ -359,3 +359,47 @@ def test_the_cli_sets_triggers_and_starts_follow_ups(world: World) -> None:
     row = world.final(answer["execution_id"])
     assert row.status == "succeeded" and row.branch == branch
     assert len(world.branch_log(branch)) == 2  # the seed commit and the follow-up's
+
+
+def test_a_follow_up_killed_during_finalization_pushes_once_and_comments_once(
+        world: World) -> None:
+    """The push has reached the branch when the worker is killed (the host's post-receive hook
+    holds the push's answer): the resumed follow-up adopts its own commit, pushes nothing
+    more, opens no pull request, and the end comment is posted once."""
+    world.live_worker()
+    world.put_trigger(SLOW_REPO)
+    number = world.studio_pull(SLOW_REPO)
+    branch = world.pull(number).head
+    flags = world.root / f"hook-{number}"
+    flags.mkdir()
+    hook = world.host.bare(SLOW_REPO) / "hooks" / "post-receive"
+    hook.write_text(f"#!/bin/sh\ntouch {flags}/pushed\n"
+                    f"while [ ! -f {flags}/release ]; do sleep 0.1; done\n")
+    hook.chmod(0o755)
+    try:
+        answer = world.deliver("issue_comment", webhooks.pr_comment(SLOW_REPO, number,
+                                                                   "/studio finish up", OWNER))
+        execution_id = wait_for("the follow-up", lambda: world.delivery(
+            answer.json()["delivery"]).execution_id, 60, world.logs)
+        wait_for("the push to reach the branch", lambda: (flags / "pushed").exists(), 120,
+                 world.logs)
+        assert world.execution(execution_id).status == "finalizing"
+        for worker in world.workers:
+            if worker.process.poll() is None:
+                worker.kill()
+    finally:
+        (flags / "release").touch()
+        hook.unlink()
+    world.start_worker(f"worker-{uuid.uuid4().hex[:6]}")
+    row = world.final(execution_id, timeout=240)
+    assert row.status == "succeeded", (row.error_code, row.error_message, world.logs())
+    assert row.lease_epoch >= 2 and row.pr_url is None
+    assert len(world.host.pushes_of(branch)) == 1  # the killed attempt's push, no other
+    assert len(world.branch_log(branch, SLOW_REPO)) == 2
+    assert len([p for p in world.github.pulls if p.head == branch]) == 1
+    wait_for("the end comment", lambda: world.issues.comments_on(number, f"end {execution_id}"),
+             60, world.logs)
+    wait_for("the slot to be idle", lambda: world.slot_state(SLOW_REPO, number) == IDLE, 60,
+             world.logs)
+    assert len(world.issues.comments_on(number, f"end {execution_id}")) == 1
+    assert len(world.issues.comments_on(number, f"start {execution_id}")) == 1
