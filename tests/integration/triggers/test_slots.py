@@ -103,3 +103,11 @@ def test_a_delivery_id_is_recorded_once(db: Database) -> None:
     assert not store.record(delivery_id, event="issues", outcome="ignored")
     found = store.get(delivery_id)
     assert found is not None and found.outcome == "queued"
+
+
+def test_a_delivery_is_claimed_for_processing_once(db: Database) -> None:
+    store = DeliveryStore(db)
+    delivery_id = str(uuid.uuid4())
+    store.record(delivery_id, event="issues", outcome="queued")
+    assert store.claim(delivery_id, ("queued", "deferred"), "processing")
+    assert not store.claim(delivery_id, ("queued", "deferred"), "processing")

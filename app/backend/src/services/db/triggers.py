@@ -47,6 +47,16 @@ class DeliveryStore:
             session.execute(update(GithubDelivery).where(GithubDelivery.id == delivery_id)
                             .values(**values))
 
+    def claim(self, delivery_id: str, outcomes: tuple[str, ...], claimed: str) -> bool:
+        """Move a delivery from one of ``outcomes`` to ``claimed`` (one conditional UPDATE):
+        of two processes acting on the same delivery, one gets it."""
+        with self.db.session() as session:
+            done = session.execute(update(GithubDelivery)
+                                   .where(GithubDelivery.id == delivery_id,
+                                          GithubDelivery.outcome.in_(outcomes))
+                                   .values(outcome=claimed))
+            return bool(done.rowcount)  # type: ignore[attr-defined]
+
     def with_outcome(self, outcome: str) -> list[GithubDelivery]:
         """Oldest first."""
         with self.db.read_session() as session:

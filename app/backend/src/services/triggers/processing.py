@@ -7,7 +7,8 @@ or admin, asked through PyGithub and cached briefly; anyone else: one refusal co
 and the token is never used towards the fork; one the studio did not open: ``ignored``), then
 the slot (:func:`services.triggers.slots.start_work`: ``started`` or ``coalesced``). The
 triggering comment or issue gets an ``eyes`` reaction. A delivery already acted on (the task
-delivered twice) is left alone.
+delivered twice) is left alone: the delivery is claimed first (``processing``, one
+conditional UPDATE).
 """
 
 from __future__ import annotations
@@ -28,16 +29,18 @@ from services.triggers.ingress import DEFERRED
 from services.triggers.slots import Launch, start_work
 
 log = logging.getLogger(__name__)
-REFUSED, FAILED = "refused", "failed"
+REFUSED, FAILED, PROCESSING = "refused", "failed", "processing"
 
 
 def process_delivery(db: Database, settings: StudioSettings, delivery_id: str,
                      launch: Launch) -> str:
     """Act on one recorded delivery; answers its outcome."""
     store = DeliveryStore(db)
+    if not store.claim(delivery_id, (QUEUED, DEFERRED), PROCESSING):
+        found = store.get(delivery_id)  # acted on already (the task delivered twice), or unknown
+        return found.outcome if found is not None else "unknown"
     delivery = store.get(delivery_id)
-    if delivery is None or delivery.outcome not in (QUEUED, DEFERRED):
-        return delivery.outcome if delivery is not None else "unknown"
+    assert delivery is not None
     headers = {"traceparent": delivery.traceparent} if delivery.traceparent else {}
     with tracing.inherited(headers), tracing.span(
             "studio.webhook.process", {"studio.delivery_id": delivery_id}):

@@ -5,7 +5,8 @@
    ``branch_moved`` is queued once more (at the new head). A slot whose execution was never
    recorded (its process died between the two) is released after :data:`ORPHAN_S`.
 2. A ``debouncing`` slot whose window has passed starts its pending work.
-3. Deliveries recorded ``deferred`` (the kill switch) are acted on once it is released.
+3. Deliveries recorded ``deferred`` (the kill switch) are acted on once it is released, and
+   deliveries still ``queued`` after :data:`UNSENT_S` (the broker could not be reached).
 
 While the kill switch is engaged, nothing starts (2 and 3 wait). A dead worker never wedges a
 pull request: its execution's lease expires, the durable path's reaper resumes it (or gives
@@ -28,7 +29,7 @@ from services.db.triggers import DEBOUNCING, RUNNING, DeliveryStore, Slot, SlotS
 from services.execution.errors import ErrorCode, StudioError
 from services.settings import StudioSettings
 from services.triggers import feedback
-from services.triggers.events import FOLLOW_UP
+from services.triggers.events import FOLLOW_UP, QUEUED
 from services.triggers.github import client
 from services.triggers.ingress import DEFERRED
 from services.triggers.processing import process_delivery
@@ -36,6 +37,7 @@ from services.triggers.slots import Launch, release, start_due
 
 log = logging.getLogger(__name__)
 ORPHAN_S = 120.0
+UNSENT_S = 60.0  # a delivery still queued after this was never sent (the broker was away)
 
 
 def settle(db: Database, settings: StudioSettings, launch: Launch) -> list[str]:
@@ -54,7 +56,9 @@ def settle(db: Database, settings: StudioSettings, launch: Launch) -> list[str]:
             continue
         if execution_id is not None:
             started.append(execution_id)
-    for delivery in DeliveryStore(db).with_outcome(DEFERRED):
+    stale = utcnow() - timedelta(seconds=UNSENT_S)
+    for delivery in DeliveryStore(db).with_outcome(DEFERRED) + [
+            d for d in DeliveryStore(db).with_outcome(QUEUED) if d.received_at < stale]:
         process_delivery(db, settings, delivery.id, launch)
     return started
 
