@@ -20,6 +20,7 @@ import pytest
 
 from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
+from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, create_db_engine
 from services.db.status import FINAL_STATUSES
 from services.db.triggers import DeliveryStore, SlotStore
@@ -195,10 +196,10 @@ def trigger_world(root: Path, database_url: str, broker: Broker) -> Iterator[Wor
         stack.callback(db.dispose)
         api = stack.enter_context(api_process(env, host.url(REPO)))
         world = World(root, host, github, issues, api, env, db, traces)
-        for key, value in {"trigger_debounce_s": "1", "reaper_interval_s": "0.5",
-                           "lease_ttl_s": "6", "heartbeat_s": "1"}.items():
-            done = world.studio("settings", "set", key, value)
-            assert done.returncode == 0, done.stderr
+        settings = SettingsRepository(db)  # short windows: the tests wait for them
+        for key, value in {"trigger_debounce_s": 1, "reaper_interval_s": 0.5,
+                           "lease_ttl_s": 6, "heartbeat_s": 1}.items():
+            settings.set(key, value)
         done = world.studio("integrations", "set", "github", "--webhook-secret-stdin",
                             stdin=SECRET + "\n")
         assert done.returncode == 0, done.stderr
