@@ -40,6 +40,7 @@ HEAVY_MODULES = frozenset({
     "tests/e2e/test_legacy_exfiltration.py",  # its witness binds the fixed relay port
     "tests/e2e/test_legacy_guards.py",
     "tests/integration/evals/test_builtin_suite.py",  # eleven executions, graded in the sandbox
+    "tests/integration/triggers/test_github_triggers.py",  # a studio api and workers, per DB
 })
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 

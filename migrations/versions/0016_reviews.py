@@ -4,7 +4,7 @@ On PostgreSQL an execution's own login (migration 0013) reads and writes only it
 the other per-execution tables.
 
 Revision ID: 0016
-Revises: 0013
+Revises: 0015
 Create Date: 2026-11-28 16:30:00.000000
 """
 
@@ -16,7 +16,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0016"
-down_revision: str | None = "0013"
+down_revision: str | None = "0015"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -71,6 +71,9 @@ class GitHubApi:
     latency_s: float = 0.0
     reviews: PullReviews = field(default_factory=PullReviews)  # tests.support.github_reviews
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # more endpoints, plugged in by other modules of tests/support (github_issues.py): each is
+    # asked first, with (method, owner, repo, rest of the path, payload), and answers or None
+    extensions: list[Any] = field(default_factory=list)
 
     @property
     def api_url(self) -> str:
@@ -147,6 +150,10 @@ class _Routes:
         owner, repo, rest = match.group(1), match.group(2), match.group(3) or ""
         if not (self.api.git_root / owner / f"{repo}.git").is_dir():
             return _error(404, "Not Found")
+        for extension in self.api.extensions:
+            answered = extension(method, owner, repo, rest, payload)
+            if answered is not None:
+                return answered  # type: ignore[no-any-return]
         if method == "GET" and rest == "":
             return 200, self.api.repo_json(owner, repo), {}
         if (reply := reviews_route(self.api, method, owner, repo, rest, payload)) is not None:

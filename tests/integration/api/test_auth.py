@@ -123,6 +123,11 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/mcp-servers": OK,
     "GET /api/mcp-servers/{name}": INVALID,  # a uuid is not a server name
     "DELETE /api/mcp-servers/{name}": INVALID,
+    "GET /api/triggers": OK,
+    "GET /api/triggers/activity": OK,
+    "PUT /api/triggers/{owner}/{name}": INVALID,
+    "DELETE /api/triggers/{owner}/{name}": NOT_FOUND,
+    "POST /api/triggers/{owner}/{name}/pulls/{number}/follow-ups": INVALID,  # not a number
 }
 
 

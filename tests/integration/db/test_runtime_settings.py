@@ -31,7 +31,7 @@ def test_defaults_and_validation(db: Database) -> None:
                           "repo_daily_budget_usd": 20.0, "wall_clock_s": 3600.0,
                           "stall_s": 600.0, "lease_ttl_s": 60.0, "heartbeat_s": 15.0,
                           "reaper_interval_s": 30.0, "queued_timeout_s": 60.0,
-                          "max_attempts": 5,
+                          "max_attempts": 5, "trigger_debounce_s": 15.0,
                           "context_token_budget": 120000, "compaction_enabled": True,
                           "context_window_tokens": 0, "context_high_mark": 0.8,
                           "context_low_mark": 0.5, "context_keep_turns": 4}

@@ -126,6 +126,10 @@ class StudioSettings(BaseSettings):
     approval_timeout_s: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
     # The largest request body the HTTP API reads (bytes); past it, 413 request_too_large.
     api_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    # The largest GitHub webhook delivery POST /api/webhooks/github reads (bytes); past it, 413.
+    webhook_max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    # Where people reach this deployment's pages (run links in comments on GitHub); "" : none.
+    public_url: str = ""
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
     cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
     # The setup phase (services.runs.setup_phase): hosts its commands, and the agent commands of

@@ -28,6 +28,7 @@ from services.api.launcher import DispatchLauncher, Launcher
 from services.api.middleware import RequestIdMiddleware, SecurityHeadersMiddleware
 from services.api.node_children import node_children
 from services.api.routers.viewer import static_dir
+from services.api.trigger_clock import TriggerClock
 from services.db.session import Database, open_database
 from services.settings import StudioSettings, get_settings
 from services.telemetry.instrumentation import instrument_fastapi
@@ -46,9 +47,13 @@ ROUTER_MODULES: tuple[str, ...] = (
     "approvals",
     "reviews",
     "evals",
+    "webhooks",
+    "triggers",
 )
 
 API_PREFIX = "/api/"
+# Authenticated by their signature, not a bearer token (services.triggers.ingress).
+SIGNED_PREFIX = "/api/webhooks/"
 
 
 class UnscopedRoute(RuntimeError):
@@ -68,7 +73,8 @@ def api_routes(app: FastAPI) -> list[tuple[str, str, Scope | None]]:
     found = []
     for context in iter_route_contexts(app.routes):
         path, dependant = context.path, getattr(context, "dependant", None)
-        if path is None or dependant is None or not path.startswith(API_PREFIX):
+        if (path is None or dependant is None or not path.startswith(API_PREFIX)
+                or path.startswith(SIGNED_PREFIX)):
             continue
         scope = route_scope(dependant)
         found += [(method, path, scope) for method in sorted(context.methods or ())]
@@ -95,14 +101,20 @@ def create_app(settings: StudioSettings | None = None, *, dispatch: WorkDispatch
         lambda run_id, node_id: node_children(database, settings).dispatch(run_id, node_id)))
     if isinstance(runner, DispatchLauncher):
         runner.after_run = clock.poke  # an execution it ran may now wait for an approval
+    # without a broker no worker's reaper runs the triggers' pass: the API does
+    triggers = None if dispatch.brokered else TriggerClock(database, settings, runner.launch)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         clock.start()  # approvals expire without a reaper (services.api.approval_clock)
+        if triggers is not None:
+            triggers.start()
         try:
             yield
         finally:
             clock.stop()
+            if triggers is not None:
+                triggers.stop()
             runner.shutdown()
             if db is None:
                 database.dispose()

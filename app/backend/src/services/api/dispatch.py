@@ -25,3 +25,6 @@ class WorkDispatch:
     flowchart_nodes: NodeDispatch | None = None
     """Send one ready flowchart node to the broker; ``None``: each node runs in a child process
     of the API."""
+    delivery: Callable[[str], object] | None = None
+    """Send a recorded GitHub webhook delivery to a worker; ``None``: the API acts on it
+    itself, in the background (no broker)."""

@@ -9,17 +9,27 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from services.db.session import Database
 from services.db.status import FINAL_STATUSES as FINAL
 from services.db.status import ExecutionStatus
+from services.db.triggers import DeliveryStore, SlotStore
 from services.settings import metrics_multiprocess_dir
 from services.telemetry import metrics
 from services.telemetry.snapshot import DatabaseSnapshot
+from services.telemetry.trigger_snapshot import TriggerSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 EXECUTION_STATUSES = tuple(status.value for status in ExecutionStatus)
 FINAL_STATUSES = tuple(status.value for status in ExecutionStatus if status in FINAL)
 
 
-def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int]) -> str:
+def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int],
+               triggers: TriggerSnapshot | None = None) -> str:
     snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES)
-    return metrics.exposition(metrics_multiprocess_dir(), snapshot).decode()
+    extra = (snapshot,) if triggers is None else (snapshot, triggers)
+    return metrics.exposition(metrics_multiprocess_dir(), *extra).decode()
+
+
+def trigger_snapshot(db: Database) -> TriggerSnapshot:
+    """The triggers' families (:mod:`services.telemetry.trigger_snapshot`) as recorded now."""
+    return TriggerSnapshot(DeliveryStore(db).counts(), SlotStore(db).state_counts())

@@ -52,11 +52,15 @@ def api_command(
 
 def work_dispatch(settings: StudioSettings) -> WorkDispatch:
     """The API's dispatch port, made of the worker's dispatchers (the API never imports them)."""
+    from functools import partial
+
     from services.api.dispatch import WorkDispatch
-    from services.worker.dispatch import dispatch_or_defer
+    from services.worker.dispatch import dispatch_delivery, dispatch_or_defer
     from services.worker.flowchart_tasks import flowchart_dispatch
     from services.worker.names import broker_url
 
     return WorkDispatch(execution=lambda execution_id: dispatch_or_defer(execution_id, settings),
                         brokered=broker_url(settings) is not None,
-                        flowchart_nodes=flowchart_dispatch(settings))
+                        flowchart_nodes=flowchart_dispatch(settings),
+                        delivery=(partial(dispatch_delivery, settings=settings)
+                                  if broker_url(settings) is not None else None))

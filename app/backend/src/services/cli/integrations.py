@@ -39,23 +39,34 @@ def set_integration(
     git_origins: Annotated[str | None, typer.Option(
         "--git-origins", help="Comma-separated scheme://host[:port] the token may be sent to "
         "(empty: derived from the API URL).")] = None,
+    webhook_secret_stdin: Annotated[bool, typer.Option(
+        "--webhook-secret-stdin", help="Read the webhook secret (what GitHub signs deliveries "
+        "with) from the first line of stdin.")] = False,
 ) -> None:
     """Store the API URL, the git origins and, with --token-stdin, the token (encrypted with
     STUDIO_SECRET_KEY)."""
-    if api_url is None and not token_stdin and git_origins is None:
+    if token_stdin and webhook_secret_stdin:
+        typer.echo("studio: give --token-stdin and --webhook-secret-stdin one at a time",
+                   err=True)
+        raise typer.Exit(2)
+    if api_url is None and not token_stdin and git_origins is None and not webhook_secret_stdin:
         typer.echo("studio: nothing to set; give --api-url, --git-origins and/or --token-stdin",
                    err=True)
         raise typer.Exit(2)
     from services.repos.integration_store import IntegrationStore
 
     token = _read_token() if token_stdin else None
+    secret = _read_token() if webhook_secret_stdin else None
     settings = get_settings()
     db = open_db()
     try:
         repository = IntegrationStore(db, settings)
         origins = None if git_origins is None else [
             o for o in git_origins.split(",") if o.strip()]
-        repository.set_github(api_url=api_url, token=token, git_origins=origins)
+        if api_url is not None or token is not None or origins is not None:
+            repository.set_github(api_url=api_url, token=token, git_origins=origins)
+        if secret is not None:
+            repository.set_webhook_secret(secret)
         described = repository.describe()
     except ConfigError as exc:
         typer.echo(f"studio: {exc.message}", err=True)

@@ -42,6 +42,9 @@ def run_command(
         "--base", help="Base branch (default: the remote's HEAD).")] = None,
     pull_request: Annotated[bool, typer.Option(
         "--pr/--no-pr", help="Open (or reuse) a pull request at the end (--repo).")] = True,
+    pr_number: Annotated[int | None, typer.Option(
+        "--pr-number", min=1, help="A follow-up on this pull request of --repo: its branch, "
+        "one more commit, through its slot, with the repository's trigger settings.")] = None,
     github_repo: Annotated[str | None, typer.Option(
         "--github-repo", help="OWNER/NAME on GitHub when the URL does not say.")] = None,
     keep_workspace: Annotated[bool, typer.Option(help="Keep the clone (--repo).")] = False,
@@ -85,6 +88,13 @@ def run_command(
     from services.runs.service import ExecutionService
 
     start_tracing("studio-run")
+    if pr_number is not None:
+        if repo is None:
+            _usage_error("--pr-number needs --repo")
+        from services.cli.follow_up import follow_up
+
+        follow_up(repo, pr_number, prompt)
+        return
     if provider not in PROVIDERS:
         _usage_error(f"unknown provider {provider!r}; choose one of {', '.join(PROVIDERS)}")
     if (workspace is None) == (repo is None):

@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # cryptography is loaded when a secret is encrypted or decryp
     from cryptography.fernet import Fernet
 
 GITHUB = "github"
+GITHUB_WEBHOOK = "github_webhook"  # the webhook secret: a row of its own, encrypted alike
 INSUFFICIENT_PRIVILEGE = "42501"  # SQLSTATE: a column this connection may not read
 Source = Literal["environment", "database", "default", "none"]
 
@@ -89,6 +90,31 @@ class IntegrationRepository:
             row = session.get(Integration, GITHUB)
             if row is not None:
                 row.token_encrypted = None
+
+    def set_webhook_secret(self, secret: SecretStr) -> None:
+        """Store the GitHub webhook secret (encrypted; what deliveries are signed with)."""
+        encrypted = fernet_for(self._settings.secret_key).encrypt(
+            secret.get_secret_value().encode())
+        with self._db.session() as session:
+            row = session.get(Integration, GITHUB_WEBHOOK) or Integration(kind=GITHUB_WEBHOOK)
+            row.token_encrypted = encrypted
+            session.add(row)
+
+    def webhook_secret(self) -> SecretStr | None:
+        """The stored webhook secret, or ``None`` (then every delivery is refused)."""
+        with self._db.read_session() as session:
+            encrypted = session.execute(select(Integration.token_encrypted)
+                                        .where(Integration.kind == GITHUB_WEBHOOK)).scalar()
+        if not encrypted:
+            return None
+        from cryptography.fernet import InvalidToken
+
+        try:
+            plain = fernet_for(self._settings.secret_key).decrypt(encrypted)
+        except InvalidToken as exc:
+            raise ConfigError("the stored webhook secret cannot be decrypted with this "
+                              "STUDIO_SECRET_KEY") from exc
+        return SecretStr(plain.decode())
 
     def _row(self) -> Integration | None:
         """The row without its token (see :meth:`_stored_token`)."""

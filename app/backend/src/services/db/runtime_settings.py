@@ -100,6 +100,10 @@ _SPECS = (
                 "How long a dispatched execution may stay queued, never claimed, before the "
                 "reaper dispatches it again (s).",
                 minimum=0, maximum=86_400, above=True, unit="s"),
+    SettingSpec("trigger_debounce_s", float, 15.0,
+                "How long work that arrives for a pull request or issue whose run is under way "
+                "waits (and gathers more comments) before its follow-up starts (s).",
+                minimum=0, maximum=86_400, unit="s"),
     SettingSpec("max_attempts", int, 5,
                 "Attempts (lease claims) an execution gets before the reaper gives up on it.",
                 minimum=1, maximum=1_000, unit="attempts"),

@@ -93,6 +93,8 @@ class ErrorCode(StrEnum):
     REVIEW_INVALID = "review_invalid"
     # long runs (services.execution.compaction)
     CONTEXT_EXHAUSTED = "context_exhausted"
+    # follow-ups on a pull request's branch (services.runs.finalize)
+    BRANCH_MOVED = "branch_moved"
 
 
 class StudioError(Exception):

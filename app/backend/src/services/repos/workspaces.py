@@ -221,7 +221,8 @@ def _release(ws: Workspace) -> None:
         lease.release()
 
 
-def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAuthor) -> str:
+def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAuthor,
+                  existing: bool = False) -> str:
     """Check out ``branch`` at ``base_commit`` (default: the cloned tip); the base commit id."""
     start = base_commit or "HEAD"
     if start.startswith("-"):
@@ -232,7 +233,9 @@ def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAut
         raise ToolFailure(ErrorCode.GIT_ERROR, f"the base commit {start!r} is not in the clone",
                           details={"base_commit": start})
     commit = found.text.strip()
-    run_git(ws, ["checkout", "--quiet", "-b", branch, commit], author=author)
+    # an existing branch (a follow-up works on the pull request's own) is reset to the base
+    run_git(ws, ["checkout", "--quiet", "-B" if existing else "-b", branch, commit],
+            author=author)
     run_git(ws, ["config", "user.name", author.name], author=author)
     run_git(ws, ["config", "user.email", author.email], author=author)
     return commit
@@ -251,6 +254,7 @@ def provision_workspace(
     mirror_cache: MirrorCache | None = None,
     disk_cap_bytes: int = DEFAULT_DISK_CAP_BYTES,
     attempt: int | None = None,
+    work_branch: str | None = None,
 ) -> Workspace:
     """A fresh workspace for ``execution_id`` on ``studio/<execution-id>-<slug>``.
 
@@ -261,7 +265,8 @@ def provision_workspace(
     not exist yet (``substrate_error`` when it does). Raises
     ``RepositoryUrlRejected``/``ExecutionError`` (``invalid_arguments``), ``ToolFailure``
     (``auth_failed``, ``git_error``, ``host_not_allowed``) or ``WorkspaceDiskExceeded``; nothing
-    is left on disk after a failure.
+    is left on disk after a failure. ``work_branch`` (a follow-up: the pull request's head
+    branch, which is also ``base_branch``) is worked on instead of a new branch.
     """
     if not _EXECUTION_ID.match(execution_id):
         raise _invalid("the execution id is not a safe directory name", field="execution_id")
@@ -270,7 +275,7 @@ def provision_workspace(
     author = GitAuthor(settings.git_author_name, settings.git_author_email)
     root = _make_directory(workspace_root(settings), execution_id, attempt,
                            deployment_mark(settings))
-    branch = f"studio/{execution_id}-{slugify(slug)}"
+    branch = work_branch or f"studio/{execution_id}-{slugify(slug)}"
     try:
         base = (_checked_branch(root, base_branch) if base_branch is not None
                 else remote_head_branch(root, repo.url, env))
@@ -279,7 +284,8 @@ def provision_workspace(
         lease = _clone(repo, root / "repo", base, env, cache)
         if lease is not None:
             _LEASES[root] = lease
-        commit = _start_branch(root / "repo", branch, base_commit, author)
+        commit = _start_branch(root / "repo", branch, base_commit, author,
+                               existing=work_branch is not None)
         ws = Workspace(root / "repo", base, commit, branch, repo.url, execution_id,
                        disk_cap_bytes)
         check_disk(ws)

@@ -282,7 +282,8 @@ class DurableRun:
                                  git_auth=git_auth, settings=self.settings,
                                  slug=request.slug or request.prompt,
                                  allow_local=request.allow_local, base_commit=base_commit,
-                                 attempt=self.lease.epoch)
+                                 attempt=self.lease.epoch,
+                                 work_branch=request.follow_up_branch)
         if row.branch and ws.branch != row.branch:
             raise ExecutionError(f"the workspace branch {ws.branch!r} is not the recorded "
                                  f"{row.branch!r}", code=ErrorCode.SUBSTRATE_ERROR)
@@ -305,7 +306,7 @@ class DurableRun:
     def _context(self, ws: Workspace, request: ExecutionRequest,
                  wiring: GithubWiring) -> ToolDomainContext:
         return self.scope.tool_context(
-            ws.path, branch=ws.branch, default_branch=ws.base_branch,
+            ws.path, branch=ws.branch, default_branch=request.follow_up_base or ws.base_branch,
             allow_workflow_changes=request.allow_workflow_changes,
             git_auth=LeaseGuardedGitAuth(wiring.git_auth, self.lease),
             pull_requests=wiring.pull_requests, disk_check=disk_room_check(ws))
@@ -389,7 +390,8 @@ class DurableRun:
             execution_id=self.id, prompt=request.prompt, base_branch=ws.base_branch,
             base_commit=ws.base_commit, pull_request=request.pull_request,
             claimed_changes=claimed_changes(run.result, events),
-            notes=(blocked_note(events),)),
+            notes=(request.pr_body_note, blocked_note(events)),
+            follow_up=request.follow_up_branch is not None),
             remote_sha=remote_sha, check_lease=self.lease.check, on_step=self._journal_step)
         self.lease.update(head_sha=finalized.head_sha, pr_url=finalized.pr_url,
                           pr_number=finalized.pr_number)

@@ -20,6 +20,12 @@ Exactly once, across crashes and retries:
    ledger (the execution row) is consulted first, so a retry reuses the recorded one and a
    branch stranded without a PR by a crash gets its PR on the retry.
 
+A **follow-up** (``follow_up``: the execution works on a pull request's own head branch) opens
+no pull request, and its commit carries a ``Studio-Execution: ID`` trailer: a remote branch that
+moved past the base commit is adopted in step 1 only when its tip is this execution's own commit
+(a crashed attempt pushed it); anyone else's commit there fails the run with ``branch_moved``
+(nothing is pushed, never forced), and so does a push the remote refuses as not a fast-forward.
+
 Each of ``commit``, ``push`` and ``pull_request`` is reported to ``on_step`` with its result
 (``ok`` true, or false with the error's ``code`` and ``message``): the durable path journals them
 as ``finalize`` events, so a live stream shows finalization as it happens.
@@ -72,6 +78,10 @@ class FinalizeRequest:
     claimed_changes: tuple[str, ...] = ()
     # more sections of the pull request's body (the network requests the proxy refused)
     notes: tuple[str, ...] = ()
+    follow_up: bool = False  # on a pull request's own branch: see the module docstring
+
+
+TRAILER = "Studio-Execution:"
 
 
 @dataclass(frozen=True)
@@ -87,14 +97,16 @@ class Finalized:
     note: str = ""
 
 
-def commit_message(result: AgentResult, prompt: str) -> str:
-    """Subject from the agent's summary (else the task), body with the listed changes."""
+def commit_message(result: AgentResult, prompt: str, execution_id: str | None = None) -> str:
+    """Subject from the agent's summary (else the task), body with the listed changes (and,
+    for a follow-up, the ``Studio-Execution`` trailer)."""
     summary = (result.summary or "").strip() or prompt.strip() or "Studio agent changes"
     lines = summary.splitlines()
     subject = lines[0][:MAX_SUBJECT].rstrip()
     body = "\n".join(lines[1:]).strip()
     changes = "\n".join(f"- {c}" for c in result.changes)
-    return "\n\n".join(part for part in (subject, body, changes) if part) + "\n"
+    trailer = f"{TRAILER} {execution_id}" if execution_id else ""
+    return "\n\n".join(part for part in (subject, body, changes, trailer) if part) + "\n"
 
 
 def pull_request_body(result: AgentResult, execution_id: str,
@@ -121,12 +133,24 @@ def _adopt_remote(ctx: ToolDomainContext, branch: str, remote: str,
         return
     fetch(FetchArgs(ref=f"refs/heads/{branch}"), ctx)
     fetched = git(ctx, ["rev-parse", "--verify", "FETCH_HEAD^{commit}"]).text.strip()
+    if request.follow_up and not _ours(ctx, fetched, request):
+        raise ToolFailure(ErrorCode.BRANCH_MOVED,
+                          f"the pull request's branch {branch!r} moved while the follow-up "
+                          "ran; nothing was pushed (never forced)",
+                          details={"branch": branch, "remote_sha": remote})
     if fetched != remote or not _is_ancestor(ctx, request.base_commit, fetched):
         raise ToolFailure(ErrorCode.PUSH_REJECTED,
                           f"the remote branch {branch!r} holds commits that are not this "
                           "execution's; it is never force-pushed",
                           details={"branch": branch, "remote_sha": remote})
     git(ctx, ["reset", "--soft", "--quiet", fetched])
+
+
+def _ours(ctx: ToolDomainContext, commit: str, request: FinalizeRequest) -> bool:
+    """Whether ``commit`` is this execution's follow-up commit, on the base commit."""
+    message = git(ctx, ["log", "-1", "--format=%B", commit]).text
+    parent = git(ctx, ["rev-parse", "--verify", f"{commit}^"], check=False).text.strip()
+    return f"{TRAILER} {request.execution_id}" in message and parent == request.base_commit
 
 
 def _commit_leftovers(ctx: ToolDomainContext, result: AgentResult,
@@ -136,7 +160,9 @@ def _commit_leftovers(ctx: ToolDomainContext, result: AgentResult,
     with tracing.span("studio.commit", {"studio.execution_id": request.execution_id}):
         add(AddArgs(paths=["."]), ctx)
         try:
-            commit(CommitArgs(message=commit_message(result, request.prompt)), ctx)
+            commit(CommitArgs(message=commit_message(
+                result, request.prompt, request.execution_id if request.follow_up else None)),
+                ctx)
         except ToolFailure as failure:
             if failure.code is ErrorCode.NOTHING_TO_COMMIT:
                 return False
@@ -153,6 +179,18 @@ def _no_lost_work(request: FinalizeRequest) -> None:
             "work was lost, nothing was pushed", code=ErrorCode.WORKSPACE_LOST,
             details={"evidence": list(request.claimed_changes),
                      "base_commit": request.base_commit})
+
+
+def _push(ctx: ToolDomainContext, branch: str, request: FinalizeRequest) -> None:
+    try:
+        push(PushArgs(branch=branch, set_upstream=False), ctx)
+    except ToolFailure as failure:
+        if request.follow_up and failure.code is ErrorCode.PUSH_REJECTED:
+            raise ToolFailure(ErrorCode.BRANCH_MOVED,
+                              f"the pull request's branch {branch!r} moved while the follow-up "
+                              "ran; the push was refused (never forced)",
+                              details={"branch": branch}) from None
+        raise
 
 
 def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeRequest, *,
@@ -190,10 +228,10 @@ def finalize(ctx: ToolDomainContext, result: AgentResult, request: FinalizeReque
         if remote != head:
             check_lease()
             with tracing.span("studio.push", {"studio.execution_id": request.execution_id}):
-                push(PushArgs(branch=branch, set_upstream=False), ctx)
+                _push(ctx, branch, request)
             pushed = True
     on_step("push", {"ok": True, "pushed": pushed, "branch": branch, "head_sha": head})
-    if not request.pull_request or ctx.pull_requests is None:
+    if request.follow_up or not request.pull_request or ctx.pull_requests is None:
         note = "" if not request.pull_request else "no pull-request integration: PR skipped"
         on_step("pull_request", {"ok": True, "skipped": True,
                                  "note": note or "pull request not asked for"})

@@ -71,6 +71,12 @@ class ExecutionRequest:
     network_allowlist: tuple[str, ...] = ()
     # a review execution's target (services.runs.review.ReviewTarget); None: it changes code
     review: dict[str, Any] | None = None
+    # a follow-up on a pull request (services.triggers): the workspace is the pull request's
+    # head branch at its current head, finalization pushes one commit on it (fast-forward
+    # only) and opens no pull request; ``follow_up_base``: the pull request's base branch
+    follow_up_branch: str | None = None
+    follow_up_base: str | None = None
+    pr_body_note: str = ""  # a line for the body of the pull request it opens ("Fixes #N")
 
     def __post_init__(self) -> None:
         if (self.repo_url is None) == (self.workspace is None):
@@ -79,6 +85,9 @@ class ExecutionRequest:
         object.__setattr__(self, "setup", tuple(check_setup_commands(self.setup)))
         object.__setattr__(self, "network_allowlist", tuple(self.network_allowlist))
         check_network(self.network, self.network_allowlist)
+        if self.follow_up_branch is not None and (self.repo_url is None or self.pull_request):
+            raise ConfigError("a follow-up is a repository execution that opens no pull "
+                              "request")
         if self.workspace is not None and (self.setup or self.network != "offline"
                                            or self.network_allowlist):
             raise ConfigError("setup commands and network access need a repository execution "
@@ -111,7 +120,8 @@ class ExecutionRequest:
         known = {k: stored[k] for k in ("pull_request", "script", "github_repo", "slug",
                                         "allow_local", "allow_workflow_changes",
                                         "limit_overrides", "approval_policy", "setup",
-                                        "network", "network_allowlist", "review")
+                                        "network", "network_allowlist", "review",
+                                        "follow_up_branch", "follow_up_base", "pr_body_note")
                  if k in stored}
         return cls(provider=row.provider, prompt=row.prompt, repo_url=row.repo_url or "",
                    model=row.model, base_branch=row.base_branch,

@@ -30,8 +30,8 @@ from services.settings import StudioSettings
 from services.worker.admission import Admission
 from services.worker.celery_config import configured_celery
 from services.worker.handlers import handle_execute_node
-from services.worker.names import TASK_EXECUTE_NODE, broker_url
-from services.worker.payloads import ExecuteNodePayload, parse
+from services.worker.names import TASK_EXECUTE_NODE, TASK_PROCESS_DELIVERY, broker_url
+from services.worker.payloads import DeliveryPayload, ExecuteNodePayload, parse
 
 log = logging.getLogger(__name__)
 
@@ -90,6 +90,19 @@ def stamping_database(settings: StudioSettings) -> Database:
 def dispatch_execution(execution_id: str, settings: StudioSettings) -> Admission | None:
     """Run ``execution_id`` through a worker (broker configured) or in this process (no broker)."""
     return Dispatcher(settings)(execution_id)
+
+
+def dispatch_delivery(delivery_id: str, settings: StudioSettings) -> None:
+    """Send ``studio.process_delivery`` for a recorded webhook delivery (a broker is
+    configured: the API without one acts on deliveries itself). A broker that cannot be
+    reached leaves the delivery ``queued``: a reaper's trigger pass acts on it later."""
+    payload = parse(DeliveryPayload, {"delivery_id": delivery_id})
+    try:
+        producer_app(settings).send_task(TASK_PROCESS_DELIVERY, kwargs=payload.message(),
+                                         queue=settings.worker_queue)
+    except BROKER_UNREACHABLE as exc:
+        log.warning("delivery %s recorded but not sent: the broker is unreachable (%s)",
+                    delivery_id, type(exc).__name__)
 
 
 BROKER_UNREACHABLE = (KombuError, OSError)

@@ -48,9 +48,13 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
 def reap_once(db: Database, settings: StudioSettings, dispatch: Callable[[str], Any],
               dispatch_node: Callable[[str, str], Any] | None = None) -> list[str]:
     """One reaper pass: each execution whose lease expired is handed to ``dispatch`` (a paused
-    flowchart node's to ``dispatch_node``); orphaned workspace directories are deleted. Answers
-    the ids dispatched."""
-    return reap(db, settings, dispatch, dispatch_node)
+    flowchart node's to ``dispatch_node``); orphaned workspace directories are deleted; then
+    the triggers' pass (:func:`services.triggers.settle.settle`: slots released, pending and
+    deferred work started). Answers the ids dispatched."""
+    reaped = reap(db, settings, dispatch, dispatch_node)
+    from services.triggers.settle import settle
+
+    return reaped + settle(db, settings, dispatch)
 
 
 def reaper_interval_s(db: Database) -> float:

@@ -12,6 +12,7 @@ from services.settings import StudioSettings
 TASK_EXECUTE_NODE = "studio.execute_node"
 TASK_REAP = "studio.reap"
 TASK_RUN_FLOWCHART_NODE = "studio.run_flowchart_node"
+TASK_PROCESS_DELIVERY = "studio.process_delivery"
 EAGER_BROKER = "memory://"
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, TypeVar
 from uuid import UUID
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 P = TypeVar("P", bound=BaseModel)
 
@@ -28,6 +28,17 @@ class ExecuteNodePayload(BaseModel):
     def message(self) -> dict[str, str]:
         """The keyword arguments of the task message (JSON)."""
         return {"execution_id": str(self.execution_id)}
+
+
+class DeliveryPayload(BaseModel):
+    """``studio.process_delivery``: the id of a recorded GitHub webhook delivery."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    delivery_id: str = Field(pattern=r"^[A-Za-z0-9-]{1,100}$")
+
+    def message(self) -> dict[str, str]:
+        return {"delivery_id": self.delivery_id}
 
 
 class ReapPayload(BaseModel):

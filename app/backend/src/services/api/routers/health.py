@@ -8,7 +8,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, PlainTextResponse
 
 from services.api.deps import get_db, get_settings
-from services.api.metrics import CONTENT_TYPE, exposition
+from services.api.metrics import CONTENT_TYPE, exposition, trigger_snapshot
 from services.api.schemas import Health, Readiness
 from services.composition import sandbox_report
 from services.db import migrate
@@ -54,5 +54,6 @@ async def metrics(db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa:
     """Prometheus text format (see the Observability page of the docs for the families)."""
     executions = await anyio.to_thread.run_sync(executions_by_status, db)
     tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
-    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls)
+    triggers = await anyio.to_thread.run_sync(trigger_snapshot, db)
+    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, triggers)
     return PlainTextResponse(body, media_type=CONTENT_TYPE)

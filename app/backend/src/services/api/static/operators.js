@@ -148,6 +148,39 @@
         (name) => el("th", { scope: "col" }, name)))), body));
   }
 
+  // GitHub triggers: each repository's rule, the latest deliveries and the busy slots (all of it
+  // text: labels, logins and details come from GitHub users)
+  function table(id, names, rows) {
+    return el("table", { class: "stacked" },
+      el("thead", {}, el("tr", {}, ...names.map((name) => el("th", { scope: "col" }, name)))),
+      el("tbody", { id }, ...rows.map((cells) => el("tr", {}, ...cells.map((cell, index) =>
+        el("td", { "data-label": names[index] }, cell === null ? "" : String(cell)))))));
+  }
+
+  async function triggersSection() {
+    const rules = await api("/api/triggers");
+    const activity = await api("/api/triggers/activity");
+    const busy = activity.slots.filter((slot) => slot.state !== "idle");
+    return el("section", { "aria-labelledby": "triggers-title" },
+      el("h2", { id: "triggers-title" }, "GitHub triggers"),
+      rules.triggers.length ? table("triggers", ["repository", "label", "assignee", "command",
+                                                 "provider", "model", "enabled"],
+        rules.triggers.map((t) => [t.repository, t.label, t.assignee, t.command, t.provider,
+                                   t.model, t.enabled ? "yes" : "no"]))
+        : el("p", { class: "muted" }, "No repository has a trigger."),
+      el("h3", {}, "Latest deliveries"),
+      table("deliveries", ["received", "event", "repository", "sender", "outcome", "execution"],
+        activity.deliveries.slice(0, 20).map((d) => [
+          d.received_at, d.event + (d.action ? " / " + d.action : ""),
+          (d.repository || "") + (d.number ? "#" + d.number : ""), d.sender,
+          d.outcome + (d.detail ? ": " + d.detail : ""), d.execution_id])),
+      el("h3", {}, "Busy pull requests and issues"),
+      busy.length ? table("slots", ["slot", "state", "execution", "pending comments"],
+        busy.map((slot) => [slot.repository + "#" + slot.number, slot.state, slot.execution_id,
+                            slot.pending_comments]))
+        : el("p", { class: "muted" }, "None."));
+  }
+
   // A provider's capabilities as a definition list, its guards as another (text, wrapped):
   // one card per provider, never one wide table.
   function describe(value) {
@@ -180,7 +213,8 @@
     const shown = Studio.current();
     try {
       const sections = [await killSwitchSection(status), await settingsSection(status),
-                        await spendSection(), await providersSection()];
+                        await spendSection(), await triggersSection(),
+                        await providersSection()];
       if (shown()) view.append(...sections);
     } catch (error) {
       Studio.message(status, String(error.message || error), true);

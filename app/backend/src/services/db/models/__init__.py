@@ -19,6 +19,7 @@ from services.db.models.flowcharts import (
     new_id,
 )
 from services.db.models.reviews import PullRequestReview
+from services.db.models.triggers import GithubDelivery, GithubTrigger, TriggerSlot
 
 __all__ = [
     "ApiToken",
@@ -29,6 +30,8 @@ __all__ = [
     "EvalRun",
     "ExecutionEvent",
     "Flowchart",
+    "GithubDelivery",
+    "GithubTrigger",
     "FlowchartRun",
     "FlowchartRunNode",
     "Integration",
@@ -39,6 +42,7 @@ __all__ = [
     "RuntimeSetting",
     "ToolApproval",
     "ToolCallRecord",
+    "TriggerSlot",
     "WorkspaceCheckpoint",
     "new_id",
 ]
