@@ -88,6 +88,10 @@ class ErrorCode(StrEnum):
     APPROVAL_ALREADY_DECIDED = "approval_already_decided"
     APPROVAL_EXPIRED = "approval_expired"
     SETUP_FAILED = "setup_failed"
+    # teams (services.db.teams, services.api.teams)
+    REPOSITORY_NOT_IN_TEAM = "repository_not_in_team"
+    SELF_APPROVAL_REFUSED = "self_approval_refused"
+    DEPLOYMENT_WIDE_ONLY = "deployment_wide_only"
 
 
 class StudioError(Exception):

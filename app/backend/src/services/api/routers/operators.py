@@ -11,10 +11,13 @@ from pydantic import BaseModel
 from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES
+from services.api.teams import deployment_wide
 from services.db.budget import MICROS, spend_today, today
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 
+# the deployment itself: a deployment-wide admin token (a team's admin is refused)
+OPERATOR = [requires(Scope.ADMIN), Depends(deployment_wide)]
 router = APIRouter(prefix="/api/operator", tags=["operators"], responses=ERROR_RESPONSES)
 
 
@@ -47,7 +50,8 @@ class Spend(BaseModel):
     repositories: list[RepositorySpend]
 
 
-@router.get("/settings", response_model=DescribedSettings, dependencies=[requires(Scope.ADMIN)])
+@router.get("/settings", response_model=DescribedSettings,
+            dependencies=OPERATOR)
 def described_settings(db: Database = Depends(get_db)) -> DescribedSettings:  # noqa: B008
     """Every runtime setting: value, source (``runtime_setting`` or ``default``), default, help,
     and a number's bounds (``minimum``, inclusive unless ``exclusive_minimum``; ``maximum``)
@@ -56,7 +60,8 @@ def described_settings(db: Database = Depends(get_db)) -> DescribedSettings:  # 
                                        for item in SettingsRepository(db).described()])
 
 
-@router.get("/spend", response_model=Spend, dependencies=[requires(Scope.ADMIN)])
+@router.get("/spend", response_model=Spend,
+            dependencies=OPERATOR)
 def spend(db: Database = Depends(get_db)) -> Spend:  # noqa: B008
     """Today's (UTC) spend per repository against the daily budget in force."""
     budget = float(SettingsRepository(db).get("repo_daily_budget_usd"))

@@ -17,8 +17,22 @@ from services.db.models.flowcharts import (
     Node,
     new_id,
 )
+from services.db.models.teams import (
+    DEFAULT_TEAM,
+    Team,
+    TeamBudgetAlert,
+    TeamOwned,
+    TeamRepository,
+    TeamSpend,
+)
 
 __all__ = [
+    "DEFAULT_TEAM",
+    "Team",
+    "TeamBudgetAlert",
+    "TeamOwned",
+    "TeamRepository",
+    "TeamSpend",
     "ApiToken",
     "BudgetLedger",
     "ContentBlob",
