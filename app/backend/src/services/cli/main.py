@@ -27,6 +27,7 @@ from services.cli.config_errors import (
 from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
+from services.cli.teams import app as teams_app
 from services.cli.tokens import app as tokens_app
 from services.cli.worker import reaper_command, worker_command
 from services.logs import configure_logging
@@ -53,6 +54,7 @@ app.add_typer(mcp_cli.app, name="mcp")
 app.command("providers")(providers_command)
 app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")
+app.add_typer(teams_app, name="teams")
 app.command("worker")(worker_command)
 app.command("reaper")(reaper_command)
 

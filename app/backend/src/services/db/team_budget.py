@@ -211,3 +211,9 @@ def month_view(db: Database, month: str | None = None) -> list[dict[str, Any]]:
     return rows
 
 
+
+
+def team_spend_ratios(db: Database) -> dict[str, float]:
+    """``{team: month's spend / monthly budget}`` of the teams with a budget (the gauge)."""
+    return {row["team"]: (row["spent_usd"] / row["budget_usd"] if row["budget_usd"] else 0.0)
+            for row in month_view(db) if row["budget_usd"] is not None}

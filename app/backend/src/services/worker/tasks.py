@@ -34,7 +34,8 @@ def register_tasks(app: Celery, settings: StudioSettings) -> None:
               reject_on_worker_lost=True)
     def execute_node(**kwargs: Any) -> str:
         payload = parse(ExecuteNodePayload, kwargs)
-        return handle_execute_node(payload, settings).value
+        return handle_execute_node(payload, settings,
+                                   dispatch=Dispatcher(settings, app=app)).value
 
     @app.task(name=TASK_REAP, shared=False, acks_late=True)
     def reap(**kwargs: Any) -> list[str]:

@@ -15,6 +15,7 @@ from services.api.teams import deployment_wide
 from services.db.budget import MICROS, spend_today, today
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
+from services.db.team_budget import month_view
 
 # the deployment itself: a deployment-wide admin token (a team's admin is refused)
 OPERATOR = [requires(Scope.ADMIN), Depends(deployment_wide)]
@@ -69,3 +70,24 @@ def spend(db: Database = Depends(get_db)) -> Spend:  # noqa: B008
         RepositorySpend(repository=repository, spent_usd=spent / MICROS,
                         overflow_usd=overflow / MICROS, budget_usd=budget)
         for repository, spent, overflow in spend_today(db)])
+
+
+class TeamMonth(BaseModel):
+    team: str
+    month: str
+    spent_usd: float
+    overflow_usd: float
+    budget_usd: float | None
+    percent: float | None
+    alerts: list[int]
+
+
+class TeamMonths(BaseModel):
+    teams: list[TeamMonth]
+
+
+@router.get("/teams", response_model=TeamMonths, dependencies=OPERATOR)
+def team_months(db: Database = Depends(get_db)) -> TeamMonths:  # noqa: B008
+    """Each team's UTC month: spend (with the overflow past the budget), monthly budget,
+    percent used and the alert thresholds (50, 80, 100) already sent."""
+    return TeamMonths(teams=[TeamMonth(**row) for row in month_view(db)])
