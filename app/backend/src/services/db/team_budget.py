@@ -7,8 +7,7 @@ once the month's spend plus the execution's largest call so far would pass the b
 anything overflowed: so the call that would cross the budget is not made, and concurrent
 executions overspend by at most the calls in flight (one each).
 
-Alerts: when a charge makes the month's spend reach 50, 80 or 100 percent of the budget (or the
-team layer refuses a call: 100), one row per ``(team, month, threshold)`` is inserted
+Alerts: when a charge makes the month's spend reach 50, 80 or 100 percent of the budget, one row per ``(team, month, threshold)`` is inserted
 (``ON CONFLICT DO NOTHING``): whichever process crossed first owns it. The owner logs the
 operator event ``team_budget_alert`` and hands the alert to :data:`ALERT_HOOKS` (the
 notification URL's delivery: :mod:`services.db.team_alerts`), which never blocks the run.
@@ -114,16 +113,12 @@ class TeamLayer:
 
     def refuses(self, state: TeamState) -> bool:
         """Whether the next model call would pass the team's budget (see the module
-        docstring); a refusal records the 100 percent alert."""
+        docstring)."""
         if state.team_id is None or state.budget_micros is None:
             return False
         budget = state.budget_micros
-        refused = (state.overflow_micros > 0 or state.spent_micros >= budget
-                   or state.spent_micros + self.largest_call_micros > budget)
-        if refused:
-            self._alert(state.team_id, [100], state.spent_micros + state.overflow_micros,
-                        budget)
-        return refused
+        return (state.overflow_micros > 0 or state.spent_micros >= budget
+                or state.spent_micros + self.largest_call_micros > budget)
 
     def charge(self, team_id: str | None, micros: int) -> None:
         """Admit ``micros`` into the team's month (overflow past the budget), then record the
