@@ -210,5 +210,6 @@ def month_view(db: Database, month: str | None = None) -> list[dict[str, Any]]:
 
 def team_spend_ratios(db: Database) -> dict[str, float]:
     """``{team: month's spend / monthly budget}`` of the teams with a budget (the gauge)."""
-    return {row["team"]: (row["spent_usd"] / row["budget_usd"] if row["budget_usd"] else 0.0)
+    return {row["team"]: (round(row["spent_usd"] / row["budget_usd"], 6)
+                          if row["budget_usd"] else 0.0)
             for row in month_view(db) if row["budget_usd"] is not None}
