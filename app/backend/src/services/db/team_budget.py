@@ -1,16 +1,17 @@
 """A team's monthly budget: the ledger per (team, UTC month), its alerts, and the month's view.
 
-The ledger works like the repository's daily one (:mod:`services.db.budget`): a charge is
-admitted while it fits under the team's budget, else it goes to ``overflow_micros`` (money a
-model call already spent). The check before a model call (:meth:`TeamLayer.refuses`) refuses
-once the month's spend plus the execution's largest call so far would pass the budget, or once
-anything overflowed: so the call that would cross the budget is not made, and concurrent
-executions overspend by at most the calls in flight (one each).
+The ledger works like the repository's daily one (:mod:`services.db.budget`): a charge is admitted
+while it fits under the team's budget, else it goes to ``overflow_micros`` (money a model call
+already spent). The check before a model call (:meth:`TeamLayer.refuses`) refuses once the month's
+spend plus the execution's largest call so far would pass the budget, or once anything overflowed:
+so the call that would cross the budget is not made, and concurrent executions overspend by at most
+the calls in flight (one each).
 
-Alerts: when a charge makes the month's spend reach 50, 80 or 100 percent of the budget, one row per ``(team, month, threshold)`` is inserted
-(``ON CONFLICT DO NOTHING``): whichever process crossed first owns it. The owner logs the
-operator event ``team_budget_alert`` and hands the alert to :data:`ALERT_HOOKS` (the
-notification URL's delivery: :mod:`services.db.team_alerts`), which never blocks the run.
+Alerts: when a charge makes the month's spend reach 50, 80 or 100 percent of the budget, one row
+per ``(team, month, threshold)`` is inserted (``ON CONFLICT DO NOTHING``): whichever process
+crossed first owns it. The owner logs the operator event ``team_budget_alert`` and hands the alert
+to :data:`ALERT_HOOKS` (the notification URL's delivery: :mod:`services.db.team_alerts`), which
+never blocks the run.
 """
 
 from __future__ import annotations
