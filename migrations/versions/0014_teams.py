@@ -92,13 +92,15 @@ def _create_tables() -> None:
 
 def upgrade() -> None:
     _create_tables()
+    # plain ALTER TABLE ADD / DROP COLUMN (SQLite >= 3.35 has both): never a copy of a table,
+    # whose drop would cascade to the rows that reference it
     for table in OWNED:
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.add_column(sa.Column("team_id", sa.String(length=36), nullable=True))
-            batch_op.create_index(batch_op.f(f"ix_{table}_team_id"), ["team_id"], unique=False)
-    with op.batch_alter_table("node_executions", schema=None) as batch_op:
-        batch_op.add_column(sa.Column("created_by_token", sa.String(length=36), nullable=True))
-        batch_op.add_column(sa.Column("created_by", sa.String(length=255), nullable=True))
+        op.add_column(table, sa.Column("team_id", sa.String(length=36), nullable=True))
+        op.create_index(op.f(f"ix_{table}_team_id"), table, ["team_id"], unique=False)
+    op.add_column("node_executions",
+                  sa.Column("created_by_token", sa.String(length=36), nullable=True))
+    op.add_column("node_executions", sa.Column("created_by", sa.String(length=255),
+                                               nullable=True))
     default_id = str(uuid.uuid4())
     teams = sa.table("teams", sa.column("id", sa.String()), sa.column("name", sa.String()),
                      sa.column("created_at", sa.DateTime(timezone=True)))
@@ -126,13 +128,11 @@ def downgrade() -> None:
             op.execute(f"DROP POLICY IF EXISTS studio_execution_own ON {table}")
             op.execute(f"DROP POLICY IF EXISTS studio_deployment ON {table}")
             op.execute(f"REVOKE ALL ON {table} FROM {GROUP}")
-    with op.batch_alter_table("node_executions", schema=None) as batch_op:
-        batch_op.drop_column("created_by")
-        batch_op.drop_column("created_by_token")
+    op.drop_column("node_executions", "created_by")
+    op.drop_column("node_executions", "created_by_token")
     for table in reversed(OWNED):
-        with op.batch_alter_table(table, schema=None) as batch_op:
-            batch_op.drop_index(batch_op.f(f"ix_{table}_team_id"))
-            batch_op.drop_column("team_id")
+        op.drop_index(op.f(f"ix_{table}_team_id"), table_name=table)
+        op.drop_column(table, "team_id")
     op.drop_table("team_budget_alerts")
     op.drop_table("team_spend")
     op.drop_index(op.f("ix_team_repositories_team_id"), table_name="team_repositories")
