@@ -15,8 +15,8 @@ Create Date: 2026-11-28 16:00:00.000000
 from __future__ import annotations
 
 import uuid
-from datetime import UTC, datetime
 from collections.abc import Sequence
+from datetime import UTC, datetime
 
 import sqlalchemy as sa
 from alembic import op
