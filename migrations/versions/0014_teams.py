@@ -3,8 +3,8 @@ on tokens, executions, flowcharts, flowchart runs, approvals and MCP servers.
 
 Every existing execution, flowchart, run, approval and MCP server moves to a team named
 ``default`` (made here); existing tokens keep ``team_id`` NULL: deployment-wide, unchanged.
-``node_executions`` also gets ``created_by_token`` / ``created_by`` (who created it: the
-self-approval rule and the approval audit). On PostgreSQL an execution's own login
+``node_executions`` and ``flowchart_runs`` also get ``created_by_token`` / ``created_by`` (who
+created it: the self-approval rule and the approval audit). On PostgreSQL an execution's own login
 (migration 0013) reads its team's row and reads and writes its team's ledger and alerts only.
 
 Revision ID: 0014
@@ -97,10 +97,9 @@ def upgrade() -> None:
     for table in OWNED:
         op.add_column(table, sa.Column("team_id", sa.String(length=36), nullable=True))
         op.create_index(op.f(f"ix_{table}_team_id"), table, ["team_id"], unique=False)
-    op.add_column("node_executions",
-                  sa.Column("created_by_token", sa.String(length=36), nullable=True))
-    op.add_column("node_executions", sa.Column("created_by", sa.String(length=255),
-                                               nullable=True))
+    for table in ("node_executions", "flowchart_runs"):
+        op.add_column(table, sa.Column("created_by_token", sa.String(length=36), nullable=True))
+        op.add_column(table, sa.Column("created_by", sa.String(length=255), nullable=True))
     default_id = str(uuid.uuid4())
     teams = sa.table("teams", sa.column("id", sa.String()), sa.column("name", sa.String()),
                      sa.column("created_at", sa.DateTime(timezone=True)))
@@ -128,8 +127,9 @@ def downgrade() -> None:
             op.execute(f"DROP POLICY IF EXISTS studio_execution_own ON {table}")
             op.execute(f"DROP POLICY IF EXISTS studio_deployment ON {table}")
             op.execute(f"REVOKE ALL ON {table} FROM {GROUP}")
-    op.drop_column("node_executions", "created_by")
-    op.drop_column("node_executions", "created_by_token")
+    for table in ("flowchart_runs", "node_executions"):
+        op.drop_column(table, "created_by")
+        op.drop_column(table, "created_by_token")
     for table in reversed(OWNED):
         op.drop_index(op.f(f"ix_{table}_team_id"), table_name=table)
         op.drop_column(table, "team_id")

@@ -118,9 +118,10 @@ def test_a_flowchart_repository_node_waits_and_a_decision_over_http_resumes_its_
     assert waiting["nodes"]["after"]["state"] == "pending"
     execution_id = waiting["nodes"]["fix"]["execution_id"]
     assert _status(api, execution_id) == "awaiting_approval"
-    with api.client(api.admin) as client:
+    with api.client(api.token("approver", ["read", "approve"])) as client:
         (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
             "approvals"]
+        assert approval["requested_by"] == "all"  # the run's starter created the node's
         decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
                               json={"decision": "deny", "reason": "not here"})
     assert decided.status_code == 200 and decided.json()["resumed"] is True, decided.text

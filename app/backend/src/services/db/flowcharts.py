@@ -225,8 +225,12 @@ def recent_runs(session: Session, *, flowchart_id: str | None = None,
     return list(session.scalars(query))
 
 
-def run_team(db: Database, run_id: str) -> str | None:
-    """The team of a flowchart run (``None`` for an unknown run)."""
+def run_owner(db: Database, run_id: str) -> tuple[str | None, tuple[str | None, str | None]]:
+    """The team of a flowchart run and who started it (``(token id, name)``)."""
     with db.read_session() as session:
-        found = session.scalar(select(FlowchartRun.team_id).where(FlowchartRun.id == run_id))
-    return str(found) if found is not None else None
+        found = session.execute(select(FlowchartRun.team_id, FlowchartRun.created_by_token,
+                                       FlowchartRun.created_by)
+                                .where(FlowchartRun.id == run_id)).first()
+    if found is None:
+        return None, (None, None)
+    return found[0], (found[1], found[2])

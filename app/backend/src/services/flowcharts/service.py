@@ -77,7 +77,8 @@ class FlowchartRunService:
     # -- public -----------------------------------------------------------------------------
 
     def start(self, flowchart_id: str, *, inputs: dict[str, Any] | None = None,
-              workspace: str | None = None, max_node_executions: int | None = None) -> str:
+              workspace: str | None = None, max_node_executions: int | None = None,
+              created_by: tuple[str | None, str | None] = (None, None)) -> str:
         """Record a run of the flowchart's current graph and dispatch its first nodes.
 
         The run gets a directory of its own under the workspace root
@@ -93,7 +94,8 @@ class FlowchartRunService:
             run = FlowchartRun(flowchart_id=flowchart_id, status="running", inputs=inputs or {},
                                graph=graph.model_dump(mode="json", by_alias=True),
                                workspace=workspace, max_node_executions=limit,
-                               started_at=utcnow(), team_id=stored.team_id)
+                               started_at=utcnow(), team_id=stored.team_id,
+                               created_by_token=created_by[0], created_by=created_by[1])
             session.add(run)
             session.flush()
             if workspace is None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from services.db.executions import ExecutionRepository
-from services.db.flowcharts import run_team
+from services.db.flowcharts import run_owner
 from services.db.models import NodeExecution
 from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
@@ -127,8 +127,11 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
     ``team_id`` is the caller's team (``None``: deployment-wide); the execution belongs to it,
     or to the repository's team (:func:`services.db.teams.owning_team`: a repository assigned
     to another team is ``repository_not_in_team``). ``created_by``: ``(token id, name)``."""
-    if team_id is None and flowchart_run_id is not None:  # a node's: its run's team
-        team_id = run_team(db, flowchart_run_id)
+    if flowchart_run_id is not None:  # a node's: its run's team, started by its run's starter
+        run_team, starter = run_owner(db, flowchart_run_id)
+        team_id = team_id or run_team
+        if created_by[0] is None:
+            created_by = starter
     owner = owning_team(db, request.repo_url, team_id)
     repository = request.repo_url is not None
     if request.repo_url is not None:

@@ -226,6 +226,7 @@ def start_run(body: RunCreate, response: Response, request: Request,
               db: Database = Depends(get_db),  # noqa: B008
               settings: StudioSettings = Depends(get_settings),  # noqa: B008
               service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              who: Caller = Depends(caller),  # noqa: B008
               ) -> RunCreated:
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
     stored = FlowchartRepository(db).get(flowchart_id)
@@ -240,7 +241,8 @@ def start_run(body: RunCreate, response: Response, request: Request,
     _check_run_limits(request, db, settings, graph, body.max_node_executions)
     try:
         run_id = service.start(flowchart_id, inputs=body.inputs,
-                               max_node_executions=body.max_node_executions)
+                               max_node_executions=body.max_node_executions,
+                               created_by=who.created_by)
     except FlowchartValidationError as exc:  # stored before the rules of today
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc

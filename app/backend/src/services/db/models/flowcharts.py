@@ -83,6 +83,9 @@ class FlowchartRun(TeamOwned, Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # who started it (an API token's id and name): its node executions' creator
+    created_by_token: Mapped[str | None] = mapped_column(String(36))
+    created_by: Mapped[str | None] = mapped_column(String(255))
 
 
 class FlowchartRunNode(Base):
