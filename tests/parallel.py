@@ -38,6 +38,8 @@ HEAVY_MODULES = frozenset({
     "tests/e2e/test_legacy_codex.py",
     "tests/e2e/test_legacy_gemini.py",
     "tests/e2e/test_legacy_exfiltration.py",  # its witness binds the fixed relay port
+    "tests/integration/worker/test_team_fair_share.py",  # two APIs and workers, 21 executions
+    "tests/integration/api/test_team_isolation.py",  # two APIs, the OpenAPI walk
     "tests/e2e/test_legacy_guards.py",
     "tests/integration/evals/test_builtin_suite.py",  # eleven executions, graded in the sandbox
     "tests/integration/triggers/test_github_triggers.py",  # a studio api and workers, per DB

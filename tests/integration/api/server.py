@@ -64,7 +64,7 @@ class ApiServer:
 
     @property
     def admin(self) -> str:
-        return self.token("all", ["read", "run", "admin"])
+        return self.token("all", ["read", "run", "approve", "admin"])
 
 
 def studio_env(root: Path, git_origin: str = "") -> dict[str, str]:

@@ -68,7 +68,7 @@ def test_a_decision_after_expiry_is_refused_and_the_call_never_runs(api: ApiServ
     execution_id = create(api, SCRIPT, approval_policy=POLICY)
     approval = _approval(api, execution_id)
     _wait_past(approval["expires_at"])
-    with api.client(api.token("runner", ["read", "run"])) as client:
+    with api.client(api.token("approver", ["read", "approve"])) as client:
         late = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
                            json={"decision": "approve", "reason": "late"})
     assert late.status_code == 409, late.text

@@ -55,13 +55,13 @@ def test_a_paused_execution_waits_and_resumes_in_the_api_process(api: ApiServer)
     wait_for("the execution to wait", lambda: _status(api, execution_id) == "awaiting_approval",
              180, lambda: "".join(api.log[-40:]))
     assert [c["approval"]["decision"] for c in _command_calls(api, execution_id)] == ["pending"]
-    with api.client(api.admin) as client:
+    with api.client(api.token("approver", ["read", "approve"])) as client:
         (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
             "approvals"]
         decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
                               json={"decision": "approve", "reason": "fine"})
     assert decided.status_code == 200, decided.text
-    assert decided.json()["approval"]["decided_by"] == "all"  # the token's name
+    assert decided.json()["approval"]["decided_by"] == "approver"  # the token's name
     row = wait_final(api, execution_id, timeout=180)
     assert row["status"] == "succeeded", (row["error_code"], row["error_message"],
                                           "".join(api.log[-60:]))
@@ -118,9 +118,10 @@ def test_a_flowchart_repository_node_waits_and_a_decision_over_http_resumes_its_
     assert waiting["nodes"]["after"]["state"] == "pending"
     execution_id = waiting["nodes"]["fix"]["execution_id"]
     assert _status(api, execution_id) == "awaiting_approval"
-    with api.client(api.admin) as client:
+    with api.client(api.token("approver", ["read", "approve"])) as client:
         (approval,) = client.get(f"/api/executions/{execution_id}/approvals").json()[
             "approvals"]
+        assert approval["requested_by"] == "all"  # the run's starter created the node's
         decided = client.post(f"/api/executions/{execution_id}/approvals/{approval['id']}",
                               json={"decision": "deny", "reason": "not here"})
     assert decided.status_code == 200 and decided.json()["resumed"] is True, decided.text

@@ -100,7 +100,8 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/executions/{execution_id}/replay-script": NOT_FOUND,
     "GET /api/executions/{execution_id}/output": NOT_FOUND,
     "GET /api/executions/{execution_id}/approvals": NOT_FOUND,
-    "POST /api/executions/{execution_id}/approvals/{approval_id}": INVALID,  # no decision
+    # the id is checked first (a foreign or unknown one is 404 whatever the body)
+    "POST /api/executions/{execution_id}/approvals/{approval_id}": NOT_FOUND,
     "GET /api/settings": OK,
     "GET /api/settings/{key}": NOT_FOUND,
     "PUT /api/settings/{key}": INVALID,
@@ -114,11 +115,12 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "PUT /api/flowcharts/{flowchart_id}": NOT_FOUND,
     "DELETE /api/flowcharts/{flowchart_id}": NOT_FOUND,
     "POST /api/flowcharts/{flowchart_id}/runs": NOT_FOUND,
-    "GET /api/flowcharts/{flowchart_id}/runs": OK,  # an unknown flowchart has no runs
+    "GET /api/flowcharts/{flowchart_id}/runs": NOT_FOUND,
     "GET /api/flowchart-runs/{run_id}": NOT_FOUND,
     "POST /api/flowchart-runs/{run_id}/cancel": NOT_FOUND,
     "GET /api/operator/settings": OK,
     "GET /api/operator/spend": OK,
+    "GET /api/operator/teams": OK,
     "POST /api/mcp-servers": INVALID,
     "GET /api/mcp-servers": OK,
     "GET /api/mcp-servers/{name}": INVALID,  # a uuid is not a server name

@@ -458,7 +458,7 @@ def test_pending_approvals_are_decided_from_the_run_page(
 ) -> None:
     policy = {"command.run": "require"}
     denied = create(studio, gated_script("denied"), approval_policy=policy)
-    login(browser, studio.url, studio.token("pages-reviewer", ["read", "run"]),
+    login(browser, studio.url, studio.token("pages-reviewer", ["read", "approve"]),
           f"#/runs/{denied}")
     wait(browser).until(lambda d: text(d, "run-status") == "awaiting_approval")
     pending = wait(browser).until(lambda d: _approval(d, "pending"))

@@ -27,6 +27,7 @@ def test_defaults_and_validation(db: Database) -> None:
     repo = SettingsRepository(db)
     assert repo.all() == {"agent_runtime_cutover_enabled": True, "killswitch_engaged": False,
                           "node_overrides_allowed": False,
+                          "approval_self_allowed": False, "team_concurrency_limit": 0,
                           "max_iterations": 24, "max_budget_usd": 2.0,
                           "repo_daily_budget_usd": 20.0, "wall_clock_s": 3600.0,
                           "stall_s": 600.0, "lease_ttl_s": 60.0, "heartbeat_s": 15.0,

@@ -120,7 +120,7 @@ def _waiting(api: ApiServer, world: RepoWorld, execution_id: str,
 
 def _decide(api: ApiServer, execution_id: str, approval_id: str, body: dict[str, Any],
             token: str | None = None) -> Any:
-    with api.client(token or api.token("reviewer", ["read", "run"])) as client:
+    with api.client(token or api.token("reviewer", ["read", "approve"])) as client:
         return client.post(f"/api/executions/{execution_id}/approvals/{approval_id}",
                            json=body)
 

@@ -124,6 +124,11 @@ class StudioSettings(BaseSettings):
     retention_days: int | None = Field(default=None, ge=1, le=36_500)
     # how long a tool call waits for a person's approval before it counts as denied
     approval_timeout_s: float = Field(default=86_400.0, gt=0, le=30 * 86_400)
+    # teams (docs: teams): the key that signs budget alerts POSTed to a team's notification
+    # URL (HMAC-SHA256; unset: the alerts are sent unsigned), and their delivery's retries
+    team_alert_secret: SecretStr | None = None
+    team_alert_attempts: int = Field(default=5, ge=1, le=20)
+    team_alert_backoff_s: float = Field(default=1.0, gt=0, le=600)
     # The largest request body the HTTP API reads (bytes); past it, 413 request_too_large.
     api_max_body_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     # The largest GitHub webhook delivery POST /api/webhooks/github reads (bytes); past it, 413.

@@ -24,8 +24,10 @@ FINAL_STATUSES = tuple(status.value for status in ExecutionStatus if status in F
 
 
 def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int],
-               triggers: TriggerSnapshot | None = None) -> str:
-    snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES)
+               triggers: TriggerSnapshot | None = None,
+               team_spend_ratio: Mapping[str, float] | None = None) -> str:
+    snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES,
+                                dict(team_spend_ratio or {}))
     extra = (snapshot,) if triggers is None else (snapshot, triggers)
     return metrics.exposition(metrics_multiprocess_dir(), *extra).decode()
 

@@ -117,6 +117,12 @@ class Execution(BaseModel):
         "``killswitch`` while the kill switch holds the execution back (status ``queued``): it "
         "resumes where it was once the switch is released; else null."))
     paused_at: str | None = None
+    team_id: str | None = Field(None, description="The team the execution belongs to.")
+    created_by: str | None = Field(None, description="Who created it (an API token's name, "
+                                                     "``cli:<user>``).")
+    waiting_reason: str | None = Field(None, description=(
+        "``team_concurrency`` while the execution stays queued because its team runs as many "
+        "executions as its concurrency limit allows; else null."))
 
 
 class ExecutionList(BaseModel):
@@ -213,6 +219,8 @@ class Approval(BaseModel):
     rule: str
     status: str
     decided_by: str | None
+    requested_by: str | None = Field(None, description="Who created the execution the call "
+                                                       "belongs to (the audit's other identity).")
     reason: str | None
     requested_at: str | None
     expires_at: str | None

@@ -31,15 +31,21 @@ def _compact(value: Any) -> str:
 def list_executions(
     limit: int = typer.Option(50, help="How many, most recent first."),
     status: str | None = typer.Option(None, help="Only this status."),
+    team: str | None = typer.Option(None, "--team", help="Only this team's."),
     as_json: bool = typer.Option(False, "--json", help="One JSON line on stdout."),
 ) -> None:
     """The most recent executions, with their full ids."""
     from services.db.executions import ExecutionRepository, execution_to_json
+    from services.db.teams import TeamStore, UnknownTeam
 
     db = open_db()
     try:
-        rows = [execution_to_json(r) for r in ExecutionRepository(db).list(limit=limit,
-                                                                          status=status)]
+        team_id = TeamStore(db).id_of(team) if team is not None else None
+        rows = [execution_to_json(r) for r in ExecutionRepository(db).list(
+            limit=limit, status=status, team_id=team_id)]
+    except UnknownTeam as exc:
+        typer.echo(f"studio: {exc}", err=True)
+        raise typer.Exit(2) from exc
     finally:
         db.dispose()
     if as_json:

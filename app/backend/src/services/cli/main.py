@@ -29,6 +29,7 @@ from services.cli.execute import execute_command
 from services.cli.flowchart_node import flowchart_node_command
 from services.cli.providers import providers_command
 from services.cli.review import review_command
+from services.cli.teams import app as teams_app
 from services.cli.tokens import app as tokens_app
 from services.cli.triggers import app as triggers_app
 from services.cli.worker import reaper_command, worker_command
@@ -58,6 +59,7 @@ app.command("providers")(providers_command)
 app.command("api")(api_command)
 app.add_typer(tokens_app, name="tokens")
 app.add_typer(triggers_app, name="triggers")
+app.add_typer(teams_app, name="teams")
 app.command("worker")(worker_command)
 app.command("reaper")(reaper_command)
 app.add_typer(evals_cli.app, name="eval")

@@ -77,6 +77,9 @@ def run_command(
     approval_policy: Annotated[str | None, typer.Option(
         "--approval-policy", help='JSON: {"domain.operation" | "domain.*" | "*": '
         '"allow" | "deny" | "require"} (require needs --repo).')] = None,
+    team: Annotated[str | None, typer.Option(
+        "--team", help="The team the execution belongs to (default: the repository's team, "
+                       "else 'default').")] = None,
 ) -> None:
     """Run the agent loop on a directory or a repository; every run is recorded as an execution."""
     # The loop, the providers and the durable path are imported when the command runs.
@@ -116,13 +119,13 @@ def run_command(
                 network=network, network_allowlist=tuple(allow_host or ()))
         except ConfigError as exc:
             _usage_error(exc.message)
-        _run_repo(repo_request, keep_workspace, json_output, verbose)
+        _run_repo(repo_request, keep_workspace, json_output, verbose, _team_id(team))
     assert workspace is not None
     if setup or allow_host or network != "offline":
         _usage_error("--setup, --network and --allow-host need --repo")
     if not workspace.is_dir():
         _usage_error(f"--workspace {workspace} is not a directory")
-    service = ExecutionService(open_db(), get_settings())
+    service = ExecutionService(open_db(), get_settings(), team_id=_team_id(team))
     request = ExecutionRequest(provider=provider, prompt=prompt, workspace=workspace.resolve(),
                                model=model, script=script, limit_overrides=overrides,
                                profile=profile, approval_policy=policy)
@@ -183,14 +186,30 @@ def _script(path: Path | None) -> dict[str, Any] | None:
     return cast(dict[str, Any], data)
 
 
+def _team_id(team: str | None) -> str | None:
+    """The id of the team ``--team`` names (a usage error for an unknown one)."""
+    if team is None:
+        return None
+    from services.db.teams import TeamStore, UnknownTeam
+
+    db = open_db()
+    try:
+        return TeamStore(db).id_of(team)
+    except UnknownTeam as exc:
+        _usage_error(str(exc))
+        raise AssertionError("unreachable") from exc
+    finally:
+        db.dispose()
+
+
 def _run_repo(request: ExecutionRequest, keep_workspace: bool, json_output: bool,
-              verbose: bool) -> None:
+              verbose: bool, team_id: str | None = None) -> None:
     from services.cli.live import LiveConsoleSink
     from services.runs.service import ExecutionService
 
     db = open_db()
     try:
-        outcome = ExecutionService(db, get_settings()).run(
+        outcome = ExecutionService(db, get_settings(), team_id=team_id).run(
             request, sinks=[LiveConsoleSink(verbose=verbose)], keep_workspace=keep_workspace)
     except ExecutionError as exc:
         _usage_error(str(exc))  # "code: message"

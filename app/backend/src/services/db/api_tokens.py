@@ -3,7 +3,8 @@
 A token is 32 random bytes (``secrets.token_urlsafe(32)``) prefixed ``studio_``; it is shown once,
 when created, and never stored: the table keeps ``sha256(token)``. :meth:`verify` looks the hash up
 and compares it again in constant time (``hmac.compare_digest``), so the lookup answers nothing a
-timing attack could use. Scopes are exact: ``read``, ``run``, ``admin`` (none implies another).
+timing attack could use. Scopes are exact: ``read``, ``run``, ``approve``, ``admin`` (none
+implies another). A token belongs to a team (``team_id``) or, without one, is deployment-wide.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ TOKEN_PREFIX = "studio_"
 class Scope(StrEnum):
     READ = "read"
     RUN = "run"
+    APPROVE = "approve"
     ADMIN = "admin"
 
 
@@ -40,6 +42,7 @@ class TokenIdentity:
     id: str
     name: str
     scopes: frozenset[str]
+    team_id: str | None = None  # None: deployment-wide
 
 
 def token_hash(token: str) -> str:
@@ -62,11 +65,13 @@ class ApiTokenRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, name: str, scopes: str | list[str]) -> tuple[str, str]:
-        """Store a new token; answers ``(id, token)``: the token itself exists only here."""
+    def create(self, name: str, scopes: str | list[str],
+               team_id: str | None = None) -> tuple[str, str]:
+        """Store a new token (of ``team_id``'s team, else deployment-wide); answers
+        ``(id, token)``: the token itself exists only here."""
         checked = parse_scopes(scopes)
         token = TOKEN_PREFIX + secrets.token_urlsafe(32)
-        row = ApiToken(name=name, token_hash=token_hash(token), scopes=checked)
+        row = ApiToken(name=name, token_hash=token_hash(token), scopes=checked, team_id=team_id)
         with self._db.session() as session:
             session.add(row)
         return row.id, token
@@ -80,7 +85,8 @@ class ApiTokenRepository:
                 return None
             if not hmac.compare_digest(row.token_hash.encode(), digest.encode()):
                 return None
-            return TokenIdentity(id=row.id, name=row.name, scopes=frozenset(row.scopes or []))
+            return TokenIdentity(id=row.id, name=row.name, scopes=frozenset(row.scopes or []),
+                                 team_id=row.team_id)
 
     def revoke(self, token_id: str) -> bool:
         """Revoke a token by id; answers whether it existed."""

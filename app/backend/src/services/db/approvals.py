@@ -86,7 +86,9 @@ class ApprovalRepository:
                 domain=str(call["domain"]), operation=str(call["operation"]),
                 args=self._redactor.data(dict(call.get("args") or {})),
                 fingerprint=fingerprint, rule=rule, status=PENDING, requested_at=now,
-                expires_at=now + timedelta(seconds=timeout_s))
+                expires_at=now + timedelta(seconds=timeout_s),
+                team_id=session.scalar(select(NodeExecution.team_id)
+                                       .where(NodeExecution.id == execution_id)))
             session.add(row)
             session.flush()
             _record_on_call(session, row, {"approval_id": row.id, "rule": rule,

@@ -24,9 +24,10 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 
 from services.db.base import utcnow
 from services.db.journal import DbEventSink
-from services.db.models import BudgetLedger
+from services.db.models import BudgetLedger, NodeExecution
 from services.db.session import Database, dialect_insert, dialect_name
 from services.db.step_reads import StepReads
+from services.db.team_budget import TeamLayer, TeamState, read_state
 from services.execution.errors import ErrorCode
 
 MICROS = 1_000_000
@@ -74,7 +75,9 @@ def today() -> date:
 
 
 class DbBudget:
-    """A :class:`~services.execution.ports.BudgetPort` for one execution's repository."""
+    """A :class:`~services.execution.ports.BudgetPort` for one execution's repository and team
+    (:mod:`services.db.team_budget`); ``refused_layer`` names the layer that refused last
+    (``repository`` or ``team``)."""
 
     def __init__(
         self, db: Database, execution_id: str, repository: str, daily_limit_usd: float,
@@ -86,19 +89,46 @@ class DbBudget:
         self.execution_id = execution_id
         self.repository = repository
         self.limit_micros = to_micros(daily_limit_usd)
+        self.team = TeamLayer(db)
+        self.team_id: str | None = None
+        self.refused_layer: str | None = None
 
     def check(self) -> ErrorCode | None:
-        """``budget_exceeded`` once today's spend reached the limit or a charge overflowed."""
+        """``budget_exceeded`` once today's spend reached the limit or a charge overflowed, or
+        once the team's month would pass its budget (both from the one shared read)."""
         spent, overflow = self.spent_today()
         if spent >= self.limit_micros or overflow > 0:
+            self.refused_layer = "repository"
             return ErrorCode.BUDGET_EXCEEDED
+        state = self._team_state()
+        self.team_id = state.team_id
+        if self.team.refuses(state):
+            self.refused_layer = "team"
+            return ErrorCode.BUDGET_EXCEEDED
+        self.refused_layer = None
         return None
+
+    def _team_state(self) -> TeamState:
+        if self._reads is not None:
+            latest = self._reads.latest
+            if latest is not None:
+                return latest.team
+        return read_state(self._db, self._execution_team())
+
+    def _execution_team(self) -> str | None:
+        if self.team_id is None:
+            with self._db.read_connection() as connection:
+                self.team_id = connection.execute(
+                    select(NodeExecution.team_id)
+                    .where(NodeExecution.id == self.execution_id)).scalar_one_or_none()
+        return self.team_id
 
     def charge(self, usd: float) -> None:
         """Record what a call cost; admitted if it fits, else recorded as overflow."""
         micros = to_micros(usd)
         if micros <= 0:
             return
+        self.team.charge(self._execution_team(), micros)
         day = today()
         charge = Charge(self.repository, day, micros, self.limit_micros)
         if self._journal is not None:

@@ -61,6 +61,8 @@ class ExecutionRepository:
         flowchart_run_id: str | None = None,
         node_id: str | None = None,
         request: dict[str, Any] | None = None,
+        team_id: str | None = None,
+        created_by: tuple[str | None, str | None] = (None, None),
     ) -> str:
         """Record a queued execution; answers its id (a uuid4 string). ``request`` is what a
         durable execution was asked to do (:mod:`services.runs.request`), stored redacted."""
@@ -71,6 +73,7 @@ class ExecutionRepository:
             base_branch=base_branch, branch=branch, limits=redact.data(limits or {}),
             settings_snapshot=redact.data(settings_snapshot or {}), runtime=runtime,
             flowchart_run_id=flowchart_run_id, node_id=node_id, status=ExecutionStatus.QUEUED,
+            team_id=team_id, created_by_token=created_by[0], created_by=created_by[1],
         )
         with self._db.session() as session:
             session.add(row)
@@ -152,7 +155,8 @@ class ExecutionRepository:
     def list(self, *, limit: int = 50, status: str | None = None, offset: int = 0,
              provider: str | None = None, repo_url: str | None = None,
              flowchart_run_id: str | None = None, kind: str | None = None,
-             search: str | None = None) -> builtins.list[NodeExecution]:
+             search: str | None = None,
+             team_id: str | None = None) -> builtins.list[NodeExecution]:
         """The most recent executions first, ``offset`` skipped; filtered by status, provider,
         repository, flowchart run, ``kind`` (``standalone``: no flowchart run; ``node``: a
         flowchart node's) and ``search`` (an id prefix, or part of the branch name; matched as
@@ -172,6 +176,8 @@ class ExecutionRepository:
             query = query.where(NodeExecution.flowchart_run_id.is_(None))
         elif kind == "node":
             query = query.where(NodeExecution.flowchart_run_id.is_not(None))
+        if team_id is not None:
+            query = query.where(NodeExecution.team_id == team_id)
         if search:
             query = query.where(or_(
                 NodeExecution.id.startswith(search, autoescape=True),
@@ -216,7 +222,8 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     fields = ("id", "status", "runtime", "provider", "model", "repo_url", "workspace",
               "base_branch", "branch", "base_commit", "head_sha", "pr_url", "prompt", "limits",
               "settings_snapshot", "outcome", "result", "usage", "cost_usd", "iterations",
-              "cancel_requested", "error_code", "error_message", "flowchart_run_id", "node_id")
+              "cancel_requested", "error_code", "error_message", "flowchart_run_id", "node_id",
+              "team_id", "created_by")
     data = {name: getattr(row, name) for name in fields}
     for name in ("created_at", "started_at", "finished_at"):
         data[name] = _when(getattr(row, name))
@@ -224,6 +231,9 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     held = held_by_killswitch(row.status, row.paused_reason)
     data["paused_reason"] = row.paused_reason if held else None
     data["paused_at"] = _when(row.paused_at) if held else None
+    # queued behind its team's concurrency limit (services.db.team_admission)
+    data["waiting_reason"] = (row.paused_reason if row.status == ExecutionStatus.QUEUED
+                              and row.paused_reason == "team_concurrency" else None)
     return data
 
 

@@ -44,11 +44,13 @@ class StoredFlowchart:
     graph: dict[str, Any]  # {"nodes": [...], "edges": [...]}, the JSON form of the graph model
     created_at: str
     updated_at: str
+    team_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {"id": self.id, "name": self.name, "description": self.description,
                 "graph": self.graph,
-                "created_at": self.created_at, "updated_at": self.updated_at}
+                "created_at": self.created_at, "updated_at": self.updated_at,
+                "team_id": self.team_id}
 
 
 def _graph_of(session: Any, flowchart_id: str) -> dict[str, Any]:
@@ -70,7 +72,7 @@ def _stored(session: Any, row: Flowchart) -> StoredFlowchart:
     return StoredFlowchart(id=row.id, name=row.name, description=row.description,
                            graph=_graph_of(session, row.id),
                            created_at=row.created_at.isoformat(),
-                           updated_at=row.updated_at.isoformat())
+                           updated_at=row.updated_at.isoformat(), team_id=row.team_id)
 
 
 def _write_graph(session: Any, flowchart_id: str, graph: dict[str, Any]) -> None:
@@ -101,9 +103,10 @@ class FlowchartRepository:
     def __init__(self, db: Database) -> None:
         self._db = db
 
-    def create(self, *, name: str, graph: dict[str, Any], description: str = "") -> str:
+    def create(self, *, name: str, graph: dict[str, Any], description: str = "",
+               team_id: str | None = None) -> str:
         with self._db.session() as session:
-            row = Flowchart(name=name, description=description)
+            row = Flowchart(name=name, description=description, team_id=team_id)
             session.add(row)
             session.flush()
             _write_graph(session, row.id, graph)
@@ -116,10 +119,14 @@ class FlowchartRepository:
                 raise UnknownFlowchart(flowchart_id)
             return _stored(session, row)
 
-    def list(self, *, limit: int = 100) -> builtins.list[StoredFlowchart]:
+    def list(self, *, limit: int = 100,
+             team_id: str | None = None) -> builtins.list[StoredFlowchart]:
+        """The most recent first (of ``team_id``'s team only, when given)."""
+        query = select(Flowchart).order_by(Flowchart.created_at.desc()).limit(limit)
+        if team_id is not None:
+            query = query.where(Flowchart.team_id == team_id)
         with self._db.session() as session:
-            rows = session.scalars(select(Flowchart).order_by(Flowchart.created_at.desc())
-                                   .limit(limit))
+            rows = session.scalars(query)
             return [_stored(session, row) for row in rows]
 
     def update(self, flowchart_id: str, *, graph: dict[str, Any] | None = None,
@@ -165,6 +172,7 @@ def run_to_json(run: FlowchartRun, nodes: builtins.list[FlowchartRunNode],
     keys in ``waiting``, running nodes whose execution waits for an approval)."""
     return {
         "id": run.id, "flowchart_id": run.flowchart_id, "status": run.status,
+        "team_id": run.team_id,
         "inputs": run.inputs, "workspace": run.workspace,
         "max_node_executions": run.max_node_executions,
         "error_code": run.error_code, "error_message": run.error_message,
@@ -207,9 +215,22 @@ def run_nodes(session: Session, run_id: str) -> list[FlowchartRunNode]:
 
 
 def recent_runs(session: Session, *, flowchart_id: str | None = None,
-                limit: int = 50) -> list[FlowchartRun]:
-    """The most recent runs first (of one flowchart, or of all)."""
+                limit: int = 50, team_id: str | None = None) -> list[FlowchartRun]:
+    """The most recent runs first (of one flowchart, or of all; of one team when given)."""
     query = select(FlowchartRun).order_by(FlowchartRun.created_at.desc()).limit(limit)
+    if team_id is not None:
+        query = query.where(FlowchartRun.team_id == team_id)
     if flowchart_id is not None:
         query = query.where(FlowchartRun.flowchart_id == flowchart_id)
     return list(session.scalars(query))
+
+
+def run_owner(db: Database, run_id: str) -> tuple[str | None, tuple[str | None, str | None]]:
+    """The team of a flowchart run and who started it (``(token id, name)``)."""
+    with db.read_session() as session:
+        found = session.execute(select(FlowchartRun.team_id, FlowchartRun.created_by_token,
+                                       FlowchartRun.created_by)
+                                .where(FlowchartRun.id == run_id)).first()
+    if found is None:
+        return None, (None, None)
+    return found[0], (found[1], found[2])

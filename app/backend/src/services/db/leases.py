@@ -23,6 +23,7 @@ from services.db.journal import StaleLease
 from services.db.models import NodeExecution
 from services.db.session import Database
 from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
+from services.db.team_admission import team_refuses
 
 
 class LeaseStore:
@@ -32,8 +33,10 @@ class LeaseStore:
         self.db = db
 
     def claim(self, execution_id: str, owner: str, ttl_s: float) -> int | None:
-        """Take the lease; the new epoch, or ``None`` when it is held or the execution is final.
-        Raises :class:`UnknownExecution` for an unknown id."""
+        """Take the lease; the new epoch, or ``None`` when it is held, the execution is final
+        or its team runs as many as its concurrency limit allows (it then waits, queued:
+        :mod:`services.db.team_admission`). Raises :class:`UnknownExecution` for an unknown
+        id."""
         now = utcnow()
         statement = (
             update(NodeExecution)
@@ -48,6 +51,8 @@ class LeaseStore:
             .returning(NodeExecution.lease_epoch)
         )
         with self.db.session() as session:
+            if team_refuses(session, execution_id):
+                return None
             epoch = session.execute(statement).scalar_one_or_none()
             if epoch is None and session.get(NodeExecution, execution_id) is None:
                 raise UnknownExecution(execution_id)

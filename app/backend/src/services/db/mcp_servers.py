@@ -80,7 +80,8 @@ class McpServerRepository:
         self._settings = settings
 
     def create(self, name: str, data: object,
-               check: Callable[[ServerConfig], None] | None = None) -> dict[str, Any]:
+               check: Callable[[ServerConfig], None] | None = None,
+               team_id: str | None = None) -> dict[str, Any]:
         """Store a server (its secrets encrypted); ``mcp_server_exists`` when the name is taken.
         ``check`` (the caller's rules: the host rules live above this layer) may refuse the
         parsed server before anything is written. Answers its description."""
@@ -99,7 +100,7 @@ class McpServerRepository:
                                          code=ErrorCode.MCP_SERVER_EXISTS,
                                          details={"name": name})
                 session.add(McpServer(name=name, transport=server.transport, config=config,
-                                      secret_encrypted=encrypted))
+                                      secret_encrypted=encrypted, team_id=team_id))
         except IntegrityError as exc:  # created by someone else meanwhile
             raise McpServerError(f"an MCP server named {name!r} is stored already",
                                  code=ErrorCode.MCP_SERVER_EXISTS,
@@ -121,9 +122,13 @@ class McpServerRepository:
         """One server without its secrets (the key names of ``env``/``headers`` only)."""
         return self._describe(self._row(name))
 
-    def list_servers(self) -> list[dict[str, Any]]:
+    def list_servers(self, team_id: str | None = None) -> list[dict[str, Any]]:
+        """Every server (of ``team_id``'s team only, when given)."""
+        query = select(McpServer).order_by(McpServer.name)
+        if team_id is not None:
+            query = query.where(McpServer.team_id == team_id)
         with self._db.session() as session:
-            rows = list(session.scalars(select(McpServer).order_by(McpServer.name)))
+            rows = list(session.scalars(query))
         return [self._describe(row) for row in rows]
 
     def _describe(self, row: McpServer) -> dict[str, Any]:
@@ -132,6 +137,7 @@ class McpServerRepository:
             config["url"] = shown_url(config["url"])
         return {
             "name": row.name, "transport": row.transport, "config": config,
+            "team_id": row.team_id,
             "secret_keys": self._secret_keys(row), "enabled": row.enabled,
             "created_at": row.created_at.isoformat() if row.created_at else None,
         }

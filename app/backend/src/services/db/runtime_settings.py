@@ -56,6 +56,13 @@ _SPECS = (
     SettingSpec(NODE_OVERRIDES_ALLOWED, bool, False,
                 "Let a 'run' token store and start flowcharts whose nodes override operator "
                 "settings (__agent_runtime_cutover_enabled); false: only 'admin' may."),
+    SettingSpec("approval_self_allowed", bool, False,
+                "Let the token that created an execution decide its own gated calls (for "
+                "single-person teams); false: someone else with the 'approve' scope decides."),
+    SettingSpec("team_concurrency_limit", int, 0,
+                "Executions one team may run at once (claimed, running, finalizing); more stay "
+                "queued (waiting_reason team_concurrency). 0: no limit.",
+                minimum=0, maximum=100_000, unit="executions"),
     SettingSpec("killswitch_engaged", bool, False,
                 "Stop every execution before its next model or tool call."),
     SettingSpec("max_iterations", int, 24, "Default model-call cap per execution.",

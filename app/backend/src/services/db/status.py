@@ -43,8 +43,14 @@ ACTIVE_STATUSES = frozenset({ExecutionStatus.CLAIMED, ExecutionStatus.RUNNING,
 """Statuses held under a lease: an expired lease in one of them is the reaper's to re-dispatch."""
 
 
+#: ``paused_reason`` of an execution its team's concurrency limit keeps queued (a claim refused
+#: at the limit: :mod:`services.db.team_admission`); the API shows it as ``waiting_reason``.
+TEAM_CONCURRENCY = "team_concurrency"
+
+
 def held_by_killswitch(status: str, paused_reason: str | None) -> bool:
     """Whether the kill switch holds the execution back: queued and marked paused
     (:mod:`services.db.pauses`), to resume once the switch is released, not a process that
     died."""
-    return status == ExecutionStatus.QUEUED and paused_reason is not None
+    return (status == ExecutionStatus.QUEUED and paused_reason is not None
+            and paused_reason != TEAM_CONCURRENCY)

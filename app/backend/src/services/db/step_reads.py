@@ -23,8 +23,9 @@ from typing import Any, Literal
 from sqlalchemy import Table, bindparam, literal_column, select, true
 
 from services.db.base import utcnow
-from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting
+from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting, Team, TeamSpend
 from services.db.session import Database
+from services.db.team_budget import TeamState, month_of, to_micros
 
 MAX_AGE_S = 0.5
 Consumer = Literal["control", "limits", "budget"]
@@ -39,8 +40,17 @@ _SPEND_KEY = ((LEDGER.c.repository == bindparam("p_repository"))
               & (LEDGER.c.day == bindparam("p_day")))
 _SPENT = select(LEDGER.c.spent_micros).where(_SPEND_KEY).scalar_subquery()
 _OVERFLOW = select(LEDGER.c.overflow_micros).where(_SPEND_KEY).scalar_subquery()
+# the execution's team's month (services.db.team_budget), in the same statement
+_TEAM = (select(_EXECUTIONS.c.team_id).where(_EXECUTIONS.c.id == bindparam("p_id"))
+         .scalar_subquery())
+_TEAM_KEY = (TeamSpend.team_id == _TEAM) & (TeamSpend.month == bindparam("p_month"))
+_TEAM_SPENT = select(TeamSpend.spent_micros).where(_TEAM_KEY).scalar_subquery()
+_TEAM_OVERFLOW = select(TeamSpend.overflow_micros).where(_TEAM_KEY).scalar_subquery()
+_TEAM_BUDGET = select(Team.monthly_budget_usd).where(Team.id == _TEAM).scalar_subquery()
 _READ = (
     select(_CANCEL.label("cancel"), _SPENT.label("spent"), _OVERFLOW.label("overflow"),
+           _TEAM.label("team_id"), _TEAM_SPENT.label("team_spent"),
+           _TEAM_OVERFLOW.label("team_overflow"), _TEAM_BUDGET.label("team_budget"),
            _SETTINGS.c.key, _SETTINGS.c.value)
     .select_from(_ONE.outerjoin(_SETTINGS, true()))
 )
@@ -55,6 +65,7 @@ class StepState:
     overflow_micros: int
     settings: dict[str, Any]  # the stored runtime settings (defaults not applied)
     read_at: float = 0.0
+    team: TeamState = TeamState(None, 0, 0, None)
 
 
 @dataclass
@@ -70,6 +81,11 @@ class StepReads:
     _seen: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    @property
+    def latest(self) -> StepState | None:
+        """The last read (the one a consumer was just answered from)."""
+        return self._latest
+
     def read(self, consumer: Consumer) -> StepState:
         """The state for ``consumer``: the latest read if it has not seen it and it is fresh,
         else a new read."""
@@ -84,8 +100,9 @@ class StepReads:
             return state
 
     def _read(self) -> StepState:
+        today = utcnow().date()
         params = {"p_id": self.execution_id, "p_repository": self.repository,
-                  "p_day": utcnow().date()}
+                  "p_day": today, "p_month": month_of(today)}
         rows = self.db.read("step read", lambda connection: connection.execute(
             _READ, params).all())  # run again on a fresh connection if the one used drops
         self.statements += 1
@@ -94,4 +111,8 @@ class StepReads:
             cancel_requested=bool(first.cancel),
             spent_micros=int(first.spent or 0), overflow_micros=int(first.overflow or 0),
             settings={str(row.key): row.value for row in rows if row.key is not None},
-            read_at=time.monotonic())
+            read_at=time.monotonic(),
+            team=TeamState(first.team_id, int(first.team_spent or 0),
+                           int(first.team_overflow or 0),
+                           to_micros(float(first.team_budget))
+                           if first.team_budget is not None else None))

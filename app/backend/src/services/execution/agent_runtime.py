@@ -56,6 +56,7 @@ from services.execution.ports import (
     RunControl,
     SelfDrivingEngine,
     SessionOutcome,
+    budget_refusal,
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result, repository_instructions, system_prompt
@@ -286,7 +287,8 @@ class FrontierAgent:
                           f"max_iterations ({limits.max_iterations}) reached")
         if self.usage.cost_usd >= limits.max_budget_usd:
             raise StopRun(ErrorCode.BUDGET_EXCEEDED,
-                          f"execution budget ${limits.max_budget_usd:.2f} spent")
+                          f"execution budget ${limits.max_budget_usd:.2f} spent "
+                          "(layer: execution)")
         self._check_repository_budget()
         if self._remaining_wall_clock() <= 0:
             raise StopRun(ErrorCode.STALLED, "wall-clock limit reached")
@@ -299,7 +301,7 @@ class FrontierAgent:
     def _check_repository_budget(self) -> None:
         code = self.deps.budget.check() if self.deps.budget is not None else None
         if code is not None:
-            raise StopRun(code, "the repository's daily budget is spent")
+            raise StopRun(code, budget_refusal(self.deps.budget))
 
     def _check_before_tool_call(self) -> None:
         self.check_control()

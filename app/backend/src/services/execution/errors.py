@@ -95,6 +95,10 @@ class ErrorCode(StrEnum):
     CONTEXT_EXHAUSTED = "context_exhausted"
     # follow-ups on a pull request's branch (services.runs.finalize)
     BRANCH_MOVED = "branch_moved"
+    # teams (services.db.teams, services.api.teams)
+    REPOSITORY_NOT_IN_TEAM = "repository_not_in_team"
+    SELF_APPROVAL_REFUSED = "self_approval_refused"
+    DEPLOYMENT_WIDE_ONLY = "deployment_wide_only"
 
 
 class StudioError(Exception):

@@ -257,3 +257,14 @@ class BudgetPort(Protocol):
     def check(self) -> ErrorCode | None: ...
 
     def charge(self, usd: float) -> None: ...
+
+
+_LAYER_TEXT = {"repository": "the repository's daily budget is spent",
+               "team": "the team's monthly budget is spent"}
+
+
+def budget_refusal(budget: BudgetPort | None) -> str:
+    """The stop message of a refusal by ``budget``, naming the layer that refused (an
+    implementation says which in ``refused_layer``; else ``repository``)."""
+    layer = str(getattr(budget, "refused_layer", None) or "repository")
+    return f"{_LAYER_TEXT.get(layer, f'the {layer} budget is spent')} (layer: {layer})"

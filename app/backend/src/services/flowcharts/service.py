@@ -76,14 +76,16 @@ class FlowchartRunService:
     # -- public -----------------------------------------------------------------------------
 
     def start(self, flowchart_id: str, *, inputs: dict[str, Any] | None = None,
-              workspace: str | None = None, max_node_executions: int | None = None) -> str:
+              workspace: str | None = None, max_node_executions: int | None = None,
+              created_by: tuple[str | None, str | None] = (None, None)) -> str:
         """Record a run of the flowchart's current graph and dispatch its first nodes.
 
         The run gets a directory of its own under the workspace root
         (:func:`~services.flowcharts.workspace.create_run_directory`). ``workspace`` (a local
         directory instead) is for local, trusted callers only; the HTTP API never passes one.
         """
-        graph = FlowchartGraph.model_validate(self.flowcharts.get(flowchart_id).graph)
+        stored = self.flowcharts.get(flowchart_id)
+        graph = FlowchartGraph.model_validate(stored.graph)
         validate_graph(graph)
         check_mcp_servers(graph, McpServerRepository(self.db, self.settings).names())
         limit = max_node_executions or self.settings.flowchart_max_node_executions
@@ -91,7 +93,8 @@ class FlowchartRunService:
             run = FlowchartRun(flowchart_id=flowchart_id, status="running", inputs=inputs or {},
                                graph=graph.model_dump(mode="json", by_alias=True),
                                workspace=workspace, max_node_executions=limit,
-                               started_at=utcnow())
+                               started_at=utcnow(), team_id=stored.team_id,
+                               created_by_token=created_by[0], created_by=created_by[1])
             session.add(run)
             session.flush()
             if workspace is None:
@@ -111,11 +114,12 @@ class FlowchartRunService:
             nodes = run_nodes(session, run_id)
             return run_to_json(run, nodes, awaiting_approval(session, nodes))
 
-    def list_runs(self, *, flowchart_id: str | None = None,
-             limit: int = 50) -> list[dict[str, Any]]:
+    def list_runs(self, *, flowchart_id: str | None = None, limit: int = 50,
+                  team_id: str | None = None) -> list[dict[str, Any]]:
         with self.db.session() as session:
             return [run_to_json(run, nodes, awaiting_approval(session, nodes))
-                    for run in recent_runs(session, flowchart_id=flowchart_id, limit=limit)
+                    for run in recent_runs(session, flowchart_id=flowchart_id, limit=limit,
+                                           team_id=team_id)
                     for nodes in [run_nodes(session, run.id)]]
 
     def cancel(self, run_id: str) -> dict[str, Any]:

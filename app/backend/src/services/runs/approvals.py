@@ -170,14 +170,16 @@ def decide_approval(db: Database, execution_id: str, approval_id: str, decision:
                     by: str, reason: str | None, dispatch: Dispatch | None,
                     redactor: Redactor,
                     dispatch_node: NodeDispatch | None = None,
-                    resend_after_s: float = 0.0) -> Decided:
+                    resend_after_s: float = 0.0, requested_by: str | None = None) -> Decided:
     """Decide one approval: the decision is stored, journalled (``approval_decided``) and, when
     it was the last pending one of a waiting execution, the execution is dispatched again (a
     flowchart node's through ``dispatch_node``).
 
     A person's decision after the approval's ``expires_at`` is refused (``approval_expired``,
     an :class:`ExecutionError`) once the approval was denied as timed out in its place: that
-    denial is journalled and the execution dispatched exactly as the reaper's would be."""
+    denial is journalled and the execution dispatched exactly as the reaper's would be.
+    ``requested_by`` (who created the execution) is journalled with ``decided_by``: the audit
+    names both identities."""
     decided = ApprovalRepository(db, redactor).decide(execution_id, approval_id, decision,
                                                       by=by, reason=reason)
     if decided.changed:
@@ -187,7 +189,7 @@ def decide_approval(db: Database, execution_id: str, approval_id: str, decision:
                 "approval_id": approval["id"], "call_id": approval["call_id"],
                 "tool": approval["tool"], "rule": approval["rule"], "policy": "require",
                 "decision": "approve" if approval["status"] == "approved" else "deny",
-                "decided_by": approval["decided_by"],
+                "decided_by": approval["decided_by"], "requested_by": requested_by,
                 "decided_at": approval["decided_at"], "reason": approval["reason"]}))
     sent = False
     if decided.resume:

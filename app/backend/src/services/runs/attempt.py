@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from services.composition import command_sandbox
+from services.db import team_alerts
 from services.db.control import DbRunControl
 from services.db.journal import DbEventSink
 from services.db.redaction import Redactor
@@ -114,6 +115,7 @@ class AttemptScope:
         flushes it when it ends), the legacy runtime's writes each event as it comes; one
         shared read before each call answers the run control, the limits and the budget."""
         journal = self.journal(buffered=not legacy)
+        team_alerts.install(self.db, self.settings)  # the team budget's alerts, sent aside
         reads = StepReads(self.db, self.execution_id, request.budget_key)
         control = DbRunControl(self.db, self.execution_id, reads=reads)
         wiring = LoopWiring.build(

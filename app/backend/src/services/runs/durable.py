@@ -35,7 +35,7 @@ from services.db.models import NodeExecution, WorkspaceCheckpoint
 from services.db.pauses import PauseStore, killswitch_engaged
 from services.db.redaction import Redactor
 from services.db.session import Database, open_database
-from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.db.status import FINAL_STATUSES, TEAM_CONCURRENCY, ExecutionStatus
 from services.execution.approvals import PauseRun
 from services.execution.conversation import rebuild_messages, recorded_usage
 from services.execution.errors import ErrorCode, ExecutionError, StudioError
@@ -479,6 +479,10 @@ def execute_execution(execution_id: str, *, settings: StudioSettings,
             if status in FINAL_STATUSES:
                 return ExecutionOutcome(execution_id, "already_finished", status,
                                         message=f"execution already finished ({status})")
+            if row is not None and row.paused_reason == TEAM_CONCURRENCY:
+                return ExecutionOutcome(execution_id, TEAM_CONCURRENCY, status,
+                                        message="its team runs as many executions as its "
+                                                "concurrency limit allows: it waits, queued")
             return ExecutionOutcome(execution_id, "already_running", status,
                                     message="execution is already running elsewhere")
         lease = Lease(store, execution_id, owner, epoch, timings, renewed_at=claimed_at)

@@ -40,6 +40,7 @@ from services.db.leases import LeaseStore
 from services.db.retention import prune_finished
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database, DatabaseError
+from services.db.team_admission import due
 from services.repos.workspaces import deployment_mark, reap_orphans, workspace_root
 from services.runs.approvals import reap_approvals
 from services.runs.endings import end_execution, finished_data, substrate_failure
@@ -89,6 +90,16 @@ def reap_unclaimed(db: Database, dispatch: Dispatch, *, limit: int = 100) -> lis
         log.warning("reaper: execution %s was dispatched over %.0fs ago and never claimed; "
                     "dispatching it again", execution_id, bound)
         record.reaper_dispatch("unclaimed")
+        dispatch(execution_id)
+    return found
+
+
+def wake_waiting(db: Database, dispatch: Dispatch) -> list[str]:
+    """Dispatch the executions that waited for their team's concurrency limit and now fit
+    (:func:`services.db.team_admission.due`: oldest first within each team)."""
+    found = due(db)
+    for execution_id in found:
+        log.info("execution %s: its team has a free slot; dispatching it", execution_id)
         dispatch(execution_id)
     return found
 
@@ -145,6 +156,7 @@ def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
     approval was decided or timed out, then clean orphaned workspaces and apply the
     retention."""
     reaped = (reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
+              + wake_waiting(db, dispatch)
               + redispatch_paused(db, dispatch, dispatch_node)
               + reap_approvals(db, dispatch, dispatch_node=dispatch_node,
                                resend_after_s=float(SettingsRepository(db).get(

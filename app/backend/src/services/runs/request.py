@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 from services.db.executions import ExecutionRepository
+from services.db.flowcharts import run_owner
 from services.db.models import NodeExecution
 from services.db.pr_ledger import DbPullRequestLedger
 from services.db.redaction import Redactor
 from services.db.runtime_settings import LIMIT_KEYS, SettingsRepository
 from services.db.session import Database
+from services.db.teams import owning_team
 from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ConfigError
 from services.execution.ports import GitAuth, PullRequestPort
@@ -130,9 +132,20 @@ class ExecutionRequest:
 
 def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor, *,
                      settings: StudioSettings, flowchart_run_id: str | None = None,
-                     node_id: str | None = None) -> str:
+                     node_id: str | None = None, team_id: str | None = None,
+                     created_by: tuple[str | None, str | None] = (None, None)) -> str:
     """Record a queued execution for ``request`` (a flowchart node's when linked); its id. A
-    repository run is checked first (:func:`services.repos.access.check_new_execution`)."""
+    repository run is checked first (:func:`services.repos.access.check_new_execution`).
+
+    ``team_id`` is the caller's team (``None``: deployment-wide); the execution belongs to it,
+    or to the repository's team (:func:`services.db.teams.owning_team`: a repository assigned
+    to another team is ``repository_not_in_team``). ``created_by``: ``(token id, name)``."""
+    if flowchart_run_id is not None:  # a node's: its run's team, started by its run's starter
+        run_team, starter = run_owner(db, flowchart_run_id)
+        team_id = team_id or run_team
+        if created_by[0] is None:
+            created_by = starter
+    owner = owning_team(db, request.repo_url, team_id)
     repository = request.repo_url is not None
     if request.repo_url is not None:
         check_new_execution(db, settings, request.repo_url, pull_request=request.pull_request,
@@ -151,6 +164,7 @@ def create_execution(db: Database, request: ExecutionRequest, redactor: Redactor
         limits=snapshot["limits"], settings_snapshot=snapshot,
         flowchart_run_id=flowchart_run_id, node_id=node_id,
         request=request.stored() if repository else None, runtime=choice.runtime,
+        team_id=owner, created_by=created_by,
     )
 
 

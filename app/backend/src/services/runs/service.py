@@ -13,6 +13,7 @@ exists (:func:`services.runs.results.cutover_refusal`).
 
 from __future__ import annotations
 
+import getpass
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -38,12 +39,22 @@ from services.runs.results import (
 from services.settings import StudioSettings
 
 
+def local_user() -> str:
+    """``cli:<user>``: who created an execution from the command line."""
+    try:
+        return f"cli:{getpass.getuser()}"
+    except (KeyError, OSError):
+        return "cli:unknown"
+
+
 class ExecutionService:
     """Records and runs executions against one database."""
 
-    def __init__(self, db: Database, settings: StudioSettings) -> None:
+    def __init__(self, db: Database, settings: StudioSettings, *,
+                 team_id: str | None = None) -> None:
         self.db = db
         self.settings = settings
+        self.team_id = team_id  # the team its executions belong to (None: by repository)
         self.redactor = Redactor.from_settings(settings)
         self.executions = ExecutionRepository(db, self.redactor)
 
@@ -57,7 +68,8 @@ class ExecutionService:
                node_id: str | None = None) -> str:
         """Record a queued execution with the settings in force; answers its id."""
         return create_execution(self.db, request, self.redactor, settings=self.settings,
-                                flowchart_run_id=flowchart_run_id, node_id=node_id)
+                                flowchart_run_id=flowchart_run_id, node_id=node_id,
+                                team_id=self.team_id, created_by=(None, local_user()))
 
     def execute(self, execution_id: str, request: ExecutionRequest, *,
                 sinks: Sequence[EventSink] = (), keep_workspace: bool = False

@@ -5,13 +5,14 @@ now, whichever process recorded it.
 final ``status``: a final status never changes, so it only grows); ``studio_tool_calls_total``
 (counter, by ``outcome``: ``ok``, an error code, or ``pending``); ``studio_queue_depth`` (gauge:
 executions queued, not yet claimed); ``studio_executions_running`` (gauge: claimed, running or
-finalizing).
+finalizing); ``studio_team_budget_spent_ratio`` (gauge, by ``team``: the month's spend over
+the team's monthly budget, 1.0 at the budget).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ACTIVE_STATUSES = ("claimed", "running", "finalizing")
@@ -25,6 +26,8 @@ class DatabaseSnapshot:
     tool_calls: Mapping[str, int]
     statuses: Sequence[str]
     final_statuses: Sequence[str]
+    # per team: the month's spend over its monthly budget (teams with a budget only)
+    team_spend_ratio: Mapping[str, float] = field(default_factory=dict)
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -51,3 +54,9 @@ class DatabaseSnapshot:
         yield GaugeMetricFamily("studio_executions_running",
                                 "Executions claimed, running or finalizing.",
                                 value=sum(self.executions.get(s, 0) for s in ACTIVE_STATUSES))
+        teams = GaugeMetricFamily("studio_team_budget_spent_ratio",
+                                  "A team's spend this UTC month over its monthly budget.",
+                                  labels=["team"])
+        for team, ratio in sorted(self.team_spend_ratio.items()):
+            teams.add_metric([team], ratio)
+        yield teams

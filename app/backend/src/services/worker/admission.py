@@ -31,6 +31,7 @@ class Admission(StrEnum):
     FINISHED = "finished"
     LEASE_HELD = "lease_held"
     AWAITING_APPROVAL = "awaiting_approval"
+    TEAM_CONCURRENCY = "team_concurrency"  # its team is at its limit: it waits, queued
 
 
 class ExecutionState(Protocol):

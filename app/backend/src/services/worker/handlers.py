@@ -14,9 +14,10 @@ from typing import Any
 
 from services.db.executions import ExecutionRepository
 from services.db.session import Database, open_database
+from services.db.team_admission import hold_if_over
 from services.executors.base import SubstrateStatus
 from services.runs.leases import LeaseTimings
-from services.runs.reaper import reap
+from services.runs.reaper import reap, wake_waiting
 from services.settings import StudioSettings
 from services.worker.admission import Admission, admit
 from services.worker.child import run_child
@@ -28,17 +29,24 @@ Launch = Callable[[str], SubstrateStatus]
 
 
 def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *,
-                        launch: Launch | None = None) -> Admission:
-    """Run the execution unless it is unknown, finished, or held by a live lease. The task
-    opens the database once; what it launches (by default :func:`run_child`) borrows it."""
+                        launch: Launch | None = None,
+                        dispatch: Callable[[str], Any] | None = None) -> Admission:
+    """Run the execution unless it is unknown, finished, held by a live lease, or its team is
+    at its concurrency limit (it waits, queued: :mod:`services.db.team_admission`). The task
+    opens the database once; what it launches (by default :func:`run_child`) borrows it.
+    Once it ended, the executions of any team now under its limit go to ``dispatch``."""
     execution_id = str(payload.execution_id)
     db = open_database(settings)
     try:
         decision = admit(ExecutionRepository(db).get(execution_id))
+        if decision is Admission.RUN and hold_if_over(db, execution_id):
+            decision = Admission.TEAM_CONCURRENCY
         if decision is not Admission.RUN:
             log.info("worker: execution %s not started (%s)", execution_id, decision.value)
             return decision
         status = (launch or partial(run_child, db=db))(execution_id)
+        if dispatch is not None:
+            wake_waiting(db, dispatch)
     finally:
         db.dispose()
     log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)

@@ -37,7 +37,8 @@ def register_tasks(app: Celery, settings: StudioSettings) -> None:
               reject_on_worker_lost=True)
     def execute_node(**kwargs: Any) -> str:
         payload = parse(ExecuteNodePayload, kwargs)
-        return handle_execute_node(payload, settings).value
+        return handle_execute_node(payload, settings,
+                                   dispatch=Dispatcher(settings, app=app)).value
 
     @app.task(name=TASK_PROCESS_DELIVERY, shared=False, acks_late=True)
     def process_delivery(**kwargs: Any) -> str:

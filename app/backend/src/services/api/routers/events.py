@@ -25,7 +25,7 @@ from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.journal_hub import JournalHub
-from services.api.routers.executions import ExecutionId
+from services.api.teams import visible_execution
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.session import Database
 from services.execution.errors import ErrorCode
@@ -53,8 +53,8 @@ def _after(last_event_id: str | None) -> int:
 @router.get("/{execution_id}/events", response_class=StreamingResponse,
             responses=_STREAM_RESPONSES, dependencies=[requires(Scope.READ)])
 async def stream_events(
-    execution_id: ExecutionId,
     request: Request,
+    execution_id: str = Depends(visible_execution),  # noqa: B008
     last_event_id: Annotated[str | None, Header(max_length=64)] = None,
     db: Database = Depends(get_db),  # noqa: B008
 ) -> StreamingResponse:

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from fastapi import APIRouter, Depends, Path, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_launcher, get_settings
@@ -13,7 +13,6 @@ from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.launcher import Launcher
 from services.api.limits import check_limits
 from services.api.schemas import (
-    EXECUTION_ID_PATTERN,
     CancelAccepted,
     Execution,
     ExecutionCreate,
@@ -22,6 +21,7 @@ from services.api.schemas import (
     ToolCall,
     ToolCallList,
 )
+from services.api.teams import Caller, caller, list_team, visible_execution
 from services.db.executions import (
     ExecutionRepository,
     UnknownExecution,
@@ -47,7 +47,6 @@ from services.telemetry import tracing
 
 router = APIRouter(prefix="/api/executions", tags=["executions"], responses=ERROR_RESPONSES)
 
-ExecutionId = Annotated[str, Path(pattern=EXECUTION_ID_PATTERN, description="An execution id.")]
 _TEXT = r"^[^\x00-\x1f]*$"  # a filter is one line of text (PostgreSQL refuses NUL)
 
 
@@ -85,7 +84,7 @@ REVIEW_FIXED = ("base_branch", "role", "system_prompt", "mcp_servers", "models",
 
 
 def create_review(body: ExecutionCreate, db: Database, settings: StudioSettings,
-                  limits: dict[str, Any]) -> str:
+                  limits: dict[str, Any], who: Caller) -> str:
     """A review execution (:func:`services.runs.review_start.start_review`'s request): its
     tools, network, verdicts and prompt are the review's own, so fields that set them are
     refused (``invalid_arguments`` naming the field)."""
@@ -105,7 +104,8 @@ def create_review(body: ExecutionCreate, db: Database, settings: StudioSettings,
                                  provider=body.provider, model=body.model,
                                  script=body.replay_script, limit_overrides=limits)
         return create_execution(db, request, Redactor.from_settings(settings),
-                                settings=settings)
+                                settings=settings, team_id=who.team_id,
+                                created_by=who.created_by)
     except (ConfigError, InvalidSettingValue) as exc:
         message = exc.message if isinstance(exc, ConfigError) else str(exc)
         details = exc.details if isinstance(exc, ConfigError) else {}
@@ -127,14 +127,16 @@ def create_execution_route(
     db: Database = Depends(get_db),  # noqa: B008
     settings: StudioSettings = Depends(get_settings),  # noqa: B008
     launcher: Launcher = Depends(get_launcher),  # noqa: B008
+    who: Caller = Depends(caller),  # noqa: B008
 ) -> ExecutionCreated:
-    """Record an execution and run it in the background; answers its id (202)."""
+    """Record an execution and run it in the background; answers its id (202). It belongs to
+    the token's team (403 ``repository_not_in_team`` for a repository assigned to another)."""
     validate_repo_url(body.repo_url, from_api=True)
     _check_script(body)
     limits = body.limits.model_dump(exclude_none=True) if body.limits else {}
     check_limits(http_request, db, limits, "limits")
     if body.kind == "review":
-        execution_id = create_review(body, db, settings, limits)
+        execution_id = create_review(body, db, settings, limits, who)
         launcher.launch(execution_id)
         response.headers["Location"] = f"/api/executions/{execution_id}"
         return ExecutionCreated(id=execution_id, status=ExecutionStatus.QUEUED)
@@ -153,7 +155,8 @@ def create_execution_route(
         network_allowlist=tuple(body.network_allowlist))
     try:
         execution_id = create_execution(db, request, Redactor.from_settings(settings),
-                                        settings=settings)
+                                        settings=settings, team_id=who.team_id,
+                                        created_by=who.created_by)
     except InvalidSettingValue as exc:
         raise ApiError(str(exc), code=ErrorCode.INVALID_ARGUMENTS) from exc
     tracing.annotate({"studio.execution_id": execution_id})
@@ -171,19 +174,21 @@ def list_executions(limit: int = Query(50, ge=1, le=500),
                     flowchart_run_id: str | None = Query(None, max_length=64, pattern=_TEXT),
                     kind: Literal["standalone", "node"] | None = None,
                     search: str | None = Query(None, max_length=200, pattern=_TEXT),
+                    team_id: str | None = Depends(list_team),  # noqa: B008
                     db: Database = Depends(get_db)) -> ExecutionList:  # noqa: B008
     """The most recent executions first (``offset`` skips that many), filtered by status,
-    provider, repository, flowchart run, ``kind`` (``standalone`` or a flowchart ``node``'s) and
-    ``search`` (an id prefix or part of a branch name, as plain text)."""
+    provider, repository, flowchart run, ``kind`` (``standalone`` or a flowchart ``node``'s),
+    ``search`` (an id prefix or part of a branch name, as plain text) and ``team`` (a team's
+    token sees its team's only)."""
     rows = ExecutionRepository(db).list(
         limit=limit, status=status, offset=offset, provider=provider, repo_url=repo_url,
-        flowchart_run_id=flowchart_run_id, kind=kind, search=search or None)
+        flowchart_run_id=flowchart_run_id, kind=kind, search=search or None, team_id=team_id)
     return ExecutionList(executions=[Execution(**execution_to_json(row)) for row in rows])
 
 
 @router.get("/{execution_id}", response_model=Execution, responses=NOT_FOUND_RESPONSE,
             dependencies=[requires(Scope.READ)])
-def get_execution(execution_id: ExecutionId,
+def get_execution(execution_id: str = Depends(visible_execution),  # noqa: B008
                   db: Database = Depends(get_db)) -> Execution:  # noqa: B008
     """One execution: status, settings snapshot, result, usage and cost."""
     return Execution(**execution_to_json(_found(db, execution_id)))
@@ -191,7 +196,7 @@ def get_execution(execution_id: ExecutionId,
 
 @router.post("/{execution_id}/cancel", status_code=202, response_model=CancelAccepted,
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def cancel_execution(execution_id: ExecutionId,
+def cancel_execution(execution_id: str = Depends(visible_execution),  # noqa: B008
                      db: Database = Depends(get_db)) -> CancelAccepted:  # noqa: B008
     """Ask the execution to stop before its next model or tool call."""
     row = _found(db, execution_id)
@@ -201,7 +206,7 @@ def cancel_execution(execution_id: ExecutionId,
 
 @router.get("/{execution_id}/tool-calls", response_model=ToolCallList,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
-def list_tool_calls(execution_id: ExecutionId,
+def list_tool_calls(execution_id: str = Depends(visible_execution),  # noqa: B008
                     db: Database = Depends(get_db)) -> ToolCallList:  # noqa: B008
     """Every tool call of the execution with its outcome, in order."""
     _found(db, execution_id)

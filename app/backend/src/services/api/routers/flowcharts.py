@@ -34,9 +34,11 @@ from services.api.killswitch import KILLSWITCH_RESPONSE, refuse_while_engaged
 from services.api.limits import check_limits
 from services.api.node_children import node_children
 from services.api.overrides import check_operator_overrides
+from services.api.teams import Caller, caller, list_team, visible_flowchart, visible_run
 from services.db.flowcharts import FlowchartRepository
 from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
+from services.db.teams import owning_team
 from services.execution.errors import ErrorCode
 from services.flowcharts.graph import (
     AgentConfig,
@@ -78,6 +80,7 @@ class Flowchart(BaseModel):
     graph: dict[str, Any]
     created_at: str
     updated_at: str
+    team_id: str | None = None
 
 
 class FlowchartList(BaseModel):
@@ -103,6 +106,7 @@ class RunCreated(BaseModel):
 class FlowchartRun(BaseModel):
     id: str
     flowchart_id: str
+    team_id: str | None = None
     status: str
     inputs: dict[str, Any]
     workspace: str | None
@@ -165,30 +169,37 @@ def run_service(request: Request, db: Database = Depends(get_db),  # noqa: B008
 def create_flowchart(body: FlowchartCreate, response: Response, request: Request,
                      db: Database = Depends(get_db),  # noqa: B008
                      settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                     who: Caller = Depends(caller),  # noqa: B008
                      ) -> Flowchart:
-    """Create a flowchart; its graph is validated (422 names each node or edge at fault)."""
+    """Create a flowchart (the token's team's; a deployment-wide token's goes to ``default``);
+    its graph is validated (422 names each node or edge at fault)."""
     repo = FlowchartRepository(db)
     flowchart_id = repo.create(name=body.name, description=body.description,
-                               graph=_graph(request, body.graph, db, settings))
+                               graph=_graph(request, body.graph, db, settings),
+                               team_id=owning_team(db, None, who.team_id))
     response.headers["Location"] = f"/api/flowcharts/{flowchart_id}"
     return Flowchart(**repo.get(flowchart_id).to_json())
 
 
 @router.get("/api/flowcharts", response_model=FlowchartList, dependencies=[requires(Scope.READ)])
-def list_flowcharts(db: Database = Depends(get_db)) -> FlowchartList:  # noqa: B008
+def list_flowcharts(db: Database = Depends(get_db),  # noqa: B008
+                    team_id: str | None = Depends(list_team),  # noqa: B008
+                    ) -> FlowchartList:
     return FlowchartList(flowcharts=[Flowchart(**f.to_json())
-                                     for f in FlowchartRepository(db).list()])
+                                     for f in FlowchartRepository(db).list(team_id=team_id)])
 
 
 @router.get("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
-def get_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
+def get_flowchart(flowchart_id: str = Depends(visible_flowchart),  # noqa: B008
+                  db: Database = Depends(get_db)) -> Flowchart:  # noqa: B008
     return Flowchart(**FlowchartRepository(db).get(flowchart_id).to_json())
 
 
 @router.put("/api/flowcharts/{flowchart_id}", response_model=Flowchart,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def update_flowchart(flowchart_id: Id, body: FlowchartUpdate, request: Request,
+def update_flowchart(body: FlowchartUpdate, request: Request,
+                     flowchart_id: str = Depends(visible_flowchart),  # noqa: B008
                      db: Database = Depends(get_db),  # noqa: B008
                      settings: StudioSettings = Depends(get_settings),  # noqa: B008
                      ) -> Flowchart:
@@ -201,7 +212,8 @@ def update_flowchart(flowchart_id: Id, body: FlowchartUpdate, request: Request,
 
 @router.delete("/api/flowcharts/{flowchart_id}", status_code=204, responses=NOT_FOUND_RESPONSE,
                dependencies=[requires(Scope.RUN)])
-def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Response:  # noqa: B008
+def delete_flowchart(flowchart_id: str = Depends(visible_flowchart),  # noqa: B008
+                     db: Database = Depends(get_db)) -> Response:  # noqa: B008
     FlowchartRepository(db).delete(flowchart_id)
     return Response(status_code=204)
 
@@ -209,10 +221,12 @@ def delete_flowchart(flowchart_id: Id, db: Database = Depends(get_db)) -> Respon
 @router.post("/api/flowcharts/{flowchart_id}/runs", status_code=202, response_model=RunCreated,
              responses={**NOT_FOUND_RESPONSE, **KILLSWITCH_RESPONSE},
              dependencies=[requires(Scope.RUN), Depends(refuse_while_engaged)])
-def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Request,
+def start_run(body: RunCreate, response: Response, request: Request,
+              flowchart_id: str = Depends(visible_flowchart),  # noqa: B008
               db: Database = Depends(get_db),  # noqa: B008
               settings: StudioSettings = Depends(get_settings),  # noqa: B008
               service: FlowchartRunService = Depends(run_service),  # noqa: B008
+              who: Caller = Depends(caller),  # noqa: B008
               ) -> RunCreated:
     """Start a run of the flowchart's current graph; poll ``/api/flowchart-runs/{id}``."""
     stored = FlowchartRepository(db).get(flowchart_id)
@@ -227,7 +241,8 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
     _check_run_limits(request, db, settings, graph, body.max_node_executions)
     try:
         run_id = service.start(flowchart_id, inputs=body.inputs,
-                               max_node_executions=body.max_node_executions)
+                               max_node_executions=body.max_node_executions,
+                               created_by=who.created_by)
     except FlowchartValidationError as exc:  # stored before the rules of today
         raise ApiError(f"the flowchart is invalid: {exc}", code=ErrorCode.INVALID_ARGUMENTS,
                        details={"problems": exc.to_json()}) from exc
@@ -237,7 +252,7 @@ def start_run(flowchart_id: Id, body: RunCreate, response: Response, request: Re
 
 @router.get("/api/flowcharts/{flowchart_id}/runs", response_model=FlowchartRunList,
             dependencies=[requires(Scope.READ)])
-def list_runs(flowchart_id: Id,
+def list_runs(flowchart_id: str = Depends(visible_flowchart),  # noqa: B008
               service: FlowchartRunService = Depends(run_service),  # noqa: B008
               ) -> FlowchartRunList:
     runs = service.list_runs(flowchart_id=flowchart_id)
@@ -246,7 +261,7 @@ def list_runs(flowchart_id: Id,
 
 @router.get("/api/flowchart-runs/{run_id}", response_model=FlowchartRun,
             responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.READ)])
-def get_run(run_id: Id,
+def get_run(run_id: str = Depends(visible_run),  # noqa: B008
             service: FlowchartRunService = Depends(run_service)) -> FlowchartRun:  # noqa: B008
     """The run and the state of each node, with its execution id and result."""
     return FlowchartRun(**service.get(run_id))
@@ -254,7 +269,7 @@ def get_run(run_id: Id,
 
 @router.post("/api/flowchart-runs/{run_id}/cancel", status_code=202, response_model=FlowchartRun,
              responses=NOT_FOUND_RESPONSE, dependencies=[requires(Scope.RUN)])
-def cancel_run(run_id: Id,
+def cancel_run(run_id: str = Depends(visible_run),  # noqa: B008
                service: FlowchartRunService = Depends(run_service),  # noqa: B008
                ) -> FlowchartRun:
     """Cancel the run; every running node execution is asked to stop."""

@@ -14,6 +14,7 @@ from services.composition import sandbox_report
 from services.db import migrate
 from services.db.session import Database, DatabaseError
 from services.db.stats import executions_by_status, tool_calls_by_outcome
+from services.db.team_budget import team_spend_ratios
 from services.settings import StudioSettings
 
 router = APIRouter(tags=["health"])
@@ -55,5 +56,6 @@ async def metrics(db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa:
     executions = await anyio.to_thread.run_sync(executions_by_status, db)
     tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
     triggers = await anyio.to_thread.run_sync(trigger_snapshot, db)
-    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, triggers)
+    teams = await anyio.to_thread.run_sync(team_spend_ratios, db)
+    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, triggers, teams)
     return PlainTextResponse(body, media_type=CONTENT_TYPE)

@@ -16,8 +16,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
+from services.api.teams import Caller, caller, list_team, visible_mcp_server
 from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
+from services.db.teams import owning_team
 from services.execution.mcp.config import SERVER_NAME_PATTERN
 from services.runs.mcp_confinement import check_stored_server
 from services.settings import StudioSettings
@@ -44,6 +46,7 @@ class McpServerOut(BaseModel):
         description="The names of the stored env / headers entries (never their values).")
     enabled: bool
     created_at: str | None
+    team_id: str | None = None
 
 
 class McpServerList(BaseModel):
@@ -55,14 +58,17 @@ class McpServerList(BaseModel):
 def create_server(body: McpServerCreate, response: Response,
                   db: Database = Depends(get_db),  # noqa: B008
                   settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                  who: Caller = Depends(caller),  # noqa: B008
                   ) -> McpServerOut:
-    """Store a server (409 ``mcp_server_exists`` when the name is taken; 422
+    """Store a server (the token's team's; a deployment-wide token's belongs to ``default``).
+    409 ``mcp_server_exists`` when the name is taken; 422
     ``host_not_allowed`` for a URL whose host the repository host rules refuse, 422
     ``invalid_arguments`` for a URL with a credential, query or fragment, or a stdio ``cwd``)."""
     data = body.model_dump()
     name = data.pop("name")
     check = functools.partial(check_stored_server, settings, allow_loopback=False)
-    stored = McpServerRepository(db, settings).create(name, data, check)
+    stored = McpServerRepository(db, settings).create(name, data, check,
+                                                      team_id=owning_team(db, None, who.team_id))
     response.headers["Location"] = f"/api/mcp-servers/{name}"
     return McpServerOut(**stored)
 
@@ -70,14 +76,16 @@ def create_server(body: McpServerCreate, response: Response,
 @router.get("", response_model=McpServerList, dependencies=[requires(Scope.ADMIN)])
 def list_servers(db: Database = Depends(get_db),  # noqa: B008
                  settings: StudioSettings = Depends(get_settings),  # noqa: B008
+                 team_id: str | None = Depends(list_team),  # noqa: B008
                  ) -> McpServerList:
     return McpServerList(servers=[McpServerOut(**item) for item in
-                                  McpServerRepository(db, settings).list_servers()])
+                                  McpServerRepository(db, settings).list_servers(team_id)])
 
 
 @router.get("/{name}", response_model=McpServerOut, responses=NOT_FOUND_RESPONSE,
             dependencies=[requires(Scope.ADMIN)])
-def get_server(name: ServerName, db: Database = Depends(get_db),  # noqa: B008
+def get_server(name: str = Depends(visible_mcp_server),  # noqa: B008
+               db: Database = Depends(get_db),  # noqa: B008
                settings: StudioSettings = Depends(get_settings),  # noqa: B008
                ) -> McpServerOut:
     return McpServerOut(**McpServerRepository(db, settings).describe(name))
@@ -85,7 +93,8 @@ def get_server(name: ServerName, db: Database = Depends(get_db),  # noqa: B008
 
 @router.delete("/{name}", status_code=204, responses=NOT_FOUND_RESPONSE,
                dependencies=[requires(Scope.ADMIN)])
-def delete_server(name: ServerName, db: Database = Depends(get_db),  # noqa: B008
+def delete_server(name: str = Depends(visible_mcp_server),  # noqa: B008
+                  db: Database = Depends(get_db),  # noqa: B008
                   settings: StudioSettings = Depends(get_settings),  # noqa: B008
                   ) -> Response:
     """Delete a server; agents naming it are refused from then on (``unknown_mcp_server``)."""

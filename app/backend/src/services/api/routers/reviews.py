@@ -17,7 +17,7 @@ from pydantic import BaseModel
 from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
-from services.api.routers.executions import ExecutionId
+from services.api.teams import visible_execution
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.pr_reviews import PullRequestReviews
 from services.db.session import Database
@@ -44,7 +44,7 @@ class RunReview(BaseModel):
 
 @router.get("/{execution_id}/review", response_model=RunReview, responses=NOT_FOUND_RESPONSE,
             dependencies=[requires(Scope.READ)])
-def run_review(execution_id: ExecutionId,
+def run_review(execution_id: str = Depends(visible_execution),  # noqa: B008
                db: Database = Depends(get_db)) -> RunReview:  # noqa: B008
     """The review of a review execution, and the calls its policy refused."""
     executions = ExecutionRepository(db)

@@ -22,7 +22,7 @@ from pydantic import BaseModel
 from services.api.auth import Scope, requires
 from services.api.deps import get_db
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
-from services.api.routers.executions import ExecutionId
+from services.api.teams import visible_execution
 from services.db.checkpoints import CheckpointRepository
 from services.db.executions import ExecutionRepository, UnknownExecution
 from services.db.session import Database
@@ -47,7 +47,8 @@ def _row_or_404(db: Database, execution_id: str) -> None:
 
 @router.get("/{execution_id}/diff", response_model=RunDiff, responses=NOT_FOUND_RESPONSE,
             dependencies=[requires(Scope.READ)])
-def run_diff(execution_id: ExecutionId, db: Database = Depends(get_db)) -> RunDiff:  # noqa: B008
+def run_diff(execution_id: str = Depends(visible_execution),  # noqa: B008
+    db: Database = Depends(get_db)) -> RunDiff:  # noqa: B008
     """The run's changes against its base commit (the last checkpoint's patch)."""
     row = ExecutionRepository(db).get(execution_id)
     if row is None:
@@ -63,7 +64,7 @@ def run_diff(execution_id: ExecutionId, db: Database = Depends(get_db)) -> RunDi
     **NOT_FOUND_RESPONSE, 200: {"content": {"application/json": {"schema": {"type": "object"}}},
                                 "description": "The replay script (a download)."}},
             dependencies=[requires(Scope.READ)])
-def run_replay_script(execution_id: ExecutionId,
+def run_replay_script(execution_id: str = Depends(visible_execution),  # noqa: B008
                       db: Database = Depends(get_db)) -> Response:  # noqa: B008
     """The run's trajectory as a script for ``studio run --provider replay --script``."""
     _row_or_404(db, execution_id)
@@ -98,7 +99,8 @@ def _recorded(db: Database, execution_id: str, call_id: str | None) -> dict[str,
     **NOT_FOUND_RESPONSE, 200: {"content": {"text/plain": {"schema": {"type": "string"}}},
                                 "description": "The recorded output (a download)."}},
             dependencies=[requires(Scope.READ)])
-def run_output(execution_id: ExecutionId, call_id: CallId = None,
+def run_output(execution_id: str = Depends(visible_execution),  # noqa: B008
+               call_id: CallId = None,
                stream: Literal["stdout", "stderr"] = "stdout",
                db: Database = Depends(get_db)) -> Response:  # noqa: B008
     """The whole recorded stdout or stderr of a command (redacted as it was recorded)."""

@@ -12,6 +12,7 @@ from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
 from services.api.killswitch import node_dispatch, resume_paused
 from services.api.launcher import Launcher
 from services.api.schemas import KillSwitch, Setting, SettingsAll, SettingValue
+from services.api.teams import deployment_wide
 from services.db.runtime_settings import (
     RUNTIME_SETTINGS,
     InvalidSettingValue,
@@ -21,6 +22,8 @@ from services.db.runtime_settings import (
 from services.db.session import Database
 from services.execution.errors import ErrorCode
 
+# the deployment itself: a deployment-wide admin token (a team's admin is refused)
+OPERATOR = [requires(Scope.ADMIN), Depends(deployment_wide)]
 router = APIRouter(prefix="/api", tags=["settings"], responses=ERROR_RESPONSES)
 
 SettingKey = Annotated[str, Path(max_length=128, description="A runtime setting's key.")]
@@ -46,7 +49,7 @@ def get_setting(key: SettingKey, db: Database = Depends(get_db)) -> Setting:  # 
 
 
 @router.put("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
-            dependencies=[requires(Scope.ADMIN)])
+            dependencies=OPERATOR)
 def set_setting(key: SettingKey, body: SettingValue, request: Request,
                 db: Database = Depends(get_db),  # noqa: B008
                 launcher: Launcher = Depends(get_launcher)) -> Setting:  # noqa: B008
@@ -63,7 +66,7 @@ def set_setting(key: SettingKey, body: SettingValue, request: Request,
 
 
 @router.delete("/settings/{key}", response_model=Setting, responses=NOT_FOUND_RESPONSE,
-               dependencies=[requires(Scope.ADMIN)])
+               dependencies=OPERATOR)
 def reset_setting(key: SettingKey, request: Request,
                   db: Database = Depends(get_db),  # noqa: B008
                   launcher: Launcher = Depends(get_launcher)) -> Setting:  # noqa: B008
@@ -79,7 +82,8 @@ def get_killswitch(db: Database = Depends(get_db)) -> KillSwitch:  # noqa: B008
     return KillSwitch(engaged=bool(SettingsRepository(db).get(KILLSWITCH)))
 
 
-@router.put("/killswitch", response_model=KillSwitch, dependencies=[requires(Scope.ADMIN)])
+@router.put("/killswitch", response_model=KillSwitch,
+            dependencies=OPERATOR)
 def set_killswitch(body: KillSwitch, request: Request,
                    db: Database = Depends(get_db),  # noqa: B008
                    launcher: Launcher = Depends(get_launcher)) -> KillSwitch:  # noqa: B008

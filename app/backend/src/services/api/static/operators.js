@@ -179,6 +179,24 @@
         busy.map((slot) => [slot.repository + "#" + slot.number, slot.state, slot.execution_id,
                             slot.pending_comments]))
         : el("p", { class: "muted" }, "None."));
+
+  // Each team's UTC month against its monthly budget (text cells only).
+  async function teamsSection() {
+    const data = await api("/api/operator/teams");
+    const body = el("tbody", { id: "team-months" }, ...data.teams.map((row) => el("tr", {},
+      el("td", { "data-label": "team" }, row.team),
+      el("td", { "data-label": "spent" }, money(row.spent_usd)),
+      el("td", { "data-label": "monthly budget" },
+         row.budget_usd === null ? "none" : money(row.budget_usd)),
+      el("td", { "data-label": "used" }, row.percent === null ? "" : row.percent + "%"),
+      el("td", { "data-label": "alerts" },
+         row.alerts.length ? row.alerts.map((t) => t + "%").join(", ") : "none"))));
+    const month = data.teams.length ? data.teams[0].month : "";
+    return el("section", { "aria-labelledby": "teams-title" },
+      el("h2", { id: "teams-title" }, "Teams this month (" + month + ", UTC)"),
+      el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["team", "spent",
+        "monthly budget", "used", "alerts"].map((name) => el("th", { scope: "col" }, name)))),
+         body));
   }
 
   // A provider's capabilities as a definition list, its guards as another (text, wrapped):
@@ -214,6 +232,7 @@
     try {
       const sections = [await killSwitchSection(status), await settingsSection(status),
                         await spendSection(), await triggersSection(),
+                        await teamsSection(),
                         await providersSection()];
       if (shown()) view.append(...sections);
     } catch (error) {

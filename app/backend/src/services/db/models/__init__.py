@@ -19,9 +19,23 @@ from services.db.models.flowcharts import (
     new_id,
 )
 from services.db.models.reviews import PullRequestReview
+from services.db.models.teams import (
+    DEFAULT_TEAM,
+    Team,
+    TeamBudgetAlert,
+    TeamOwned,
+    TeamRepository,
+    TeamSpend,
+)
 from services.db.models.triggers import GithubDelivery, GithubTrigger, TriggerSlot
 
 __all__ = [
+    "DEFAULT_TEAM",
+    "Team",
+    "TeamBudgetAlert",
+    "TeamOwned",
+    "TeamRepository",
+    "TeamSpend",
     "ApiToken",
     "BudgetLedger",
     "ContentBlob",

@@ -10,6 +10,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
 from services.db.models.flowcharts import new_id
+from services.db.models.team_owned import TeamOwned
 
 
 class RuntimeSetting(Base):
@@ -41,7 +42,7 @@ class Integration(Base):
     __str__ = __repr__
 
 
-class McpServer(Base):
+class McpServer(TeamOwned, Base):
     """A configured MCP server (``stdio`` or ``http``); secrets only in ``secret_encrypted``."""
 
     __tablename__ = "mcp_servers"
@@ -75,7 +76,7 @@ class BudgetLedger(Base):
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
 
-class ApiToken(Base):
+class ApiToken(TeamOwned, Base):
     """A bearer token for the HTTP API; only its SHA-256 hash is stored."""
 
     __tablename__ = "api_tokens"

@@ -10,9 +10,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
 from services.db.models.flowcharts import new_id
+from services.db.models.team_owned import TeamOwned
 
 
-class ToolApproval(Base):
+class ToolApproval(TeamOwned, Base):
     """One approval asked for one tool call of an execution, and its decision.
 
     ``status`` is ``pending``, ``approved`` or ``denied``; ``decided_by`` names who decided (an

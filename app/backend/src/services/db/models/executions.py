@@ -19,9 +19,10 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
 from services.db.models.flowcharts import new_id
+from services.db.models.team_owned import TeamOwned
 
 
-class NodeExecution(Base):
+class NodeExecution(TeamOwned, Base):
     """One agent execution: what was asked, under which settings, and how it ended.
 
     ``event_seq`` is the last journal sequence number handed out (the per-execution counter);
@@ -76,6 +77,9 @@ class NodeExecution(Base):
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
+    # who created it: the API token (id and name), ``cli:<user>``, or the run that started it
+    created_by_token: Mapped[str | None] = mapped_column(String(36))
+    created_by: Mapped[str | None] = mapped_column(String(255))
 
 
 class ExecutionEvent(Base):

@@ -10,6 +10,7 @@ from sqlalchemy import JSON, ForeignKey, Integer, String, Text, UniqueConstraint
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
+from services.db.models.team_owned import TeamOwned
 
 
 def new_id() -> str:
@@ -17,7 +18,7 @@ def new_id() -> str:
     return str(uuid.uuid4())
 
 
-class Flowchart(Base):
+class Flowchart(TeamOwned, Base):
     __tablename__ = "flowcharts"
 
     id: Mapped[str] = mapped_column(String(36), primary_key=True, default=new_id)
@@ -63,7 +64,7 @@ class Edge(Base):
     condition_key: Mapped[str | None] = mapped_column(String(100))
 
 
-class FlowchartRun(Base):
+class FlowchartRun(TeamOwned, Base):
     """A run of a flowchart; ``graph`` is the graph as it was when the run started."""
 
     __tablename__ = "flowchart_runs"
@@ -82,6 +83,9 @@ class FlowchartRun(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
+    # who started it (an API token's id and name): its node executions' creator
+    created_by_token: Mapped[str | None] = mapped_column(String(36))
+    created_by: Mapped[str | None] = mapped_column(String(255))
 
 
 class FlowchartRunNode(Base):

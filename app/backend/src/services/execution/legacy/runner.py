@@ -52,6 +52,7 @@ from services.execution.ports import (
     EventSink,
     IdempotencyStore,
     RunControl,
+    budget_refusal,
 )
 from services.execution.pricing import PriceTable, UsageAccumulator
 from services.execution.prompts import parse_agent_result
@@ -304,10 +305,11 @@ class LegacyRunner:
                           f"max_iterations ({limits.max_iterations}) reached")
         if self.usage.cost_usd >= limits.max_budget_usd:
             raise StopRun(ErrorCode.BUDGET_EXCEEDED,
-                          f"execution budget ${limits.max_budget_usd:.2f} spent")
+                          f"execution budget ${limits.max_budget_usd:.2f} spent "
+                          "(layer: execution)")
         code = self.deps.budget.check() if self.deps.budget is not None else None
         if code is not None:
-            raise StopRun(code, "the repository's daily budget is spent")
+            raise StopRun(code, budget_refusal(self.deps.budget))
 
     # -- the end ------------------------------------------------------------------------------
     def _conclude(self, exit_code: int | None) -> RunResult:
