@@ -68,7 +68,8 @@ _BUMP_SEQ = (
 )
 
 BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
-                      AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED})
+                      AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED,
+                      AgentEventKind.RETRY})
 MAX_PENDING = 64
 
 

@@ -162,6 +162,9 @@ class AgentEventKind(StrEnum):
     SETUP = "setup"
     # what the egress proxy refused and carried in a phase with controlled network
     NETWORK = "network"
+    # the attempt failed with an infrastructure error: queued again or dead-lettered; or an
+    # operator re-drove it (services.runs.retries)
+    RETRY = "retry"
 
 
 @dataclass(frozen=True)

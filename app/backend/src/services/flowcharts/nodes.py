@@ -39,6 +39,7 @@ from services.flowcharts.workspace import (
 )
 from services.repos.workspaces import workspace_root
 from services.runs.request import ExecutionRequest
+from services.runs.retries import waits_for_retry
 from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 
@@ -136,6 +137,8 @@ class NodeRunner:
             return None
         row = self.executions.get(execution_id)
         assert row is not None
+        if waits_for_retry(row):  # dispatched again when due, or by an operator's retry
+            return None
         config = AgentConfig.model_validate(job.node.config)
         return agent_outcome(job.node.id, row, continue_on_failure=config.continue_on_failure)
 
