@@ -44,6 +44,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "operators",
     "mcp_servers",
     "approvals",
+    "dead_letters",
 )
 
 API_PREFIX = "/api/"

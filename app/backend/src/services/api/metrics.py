@@ -20,6 +20,8 @@ EXECUTION_STATUSES = tuple(status.value for status in ExecutionStatus)
 FINAL_STATUSES = tuple(status.value for status in ExecutionStatus if status in FINAL)
 
 
-def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int]) -> str:
-    snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES)
+def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int],
+               oldest: Mapping[str, float] | None = None) -> str:
+    snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES,
+                                oldest or {})
     return metrics.exposition(metrics_multiprocess_dir(), snapshot).decode()

@@ -108,6 +108,15 @@ class Execution(BaseModel):
         "``killswitch`` while the kill switch holds the execution back (status ``queued``): it "
         "resumes where it was once the switch is released; else null."))
     paused_at: str | None = None
+    retry_at: str | None = Field(None, description=(
+        "While the execution waits to be retried after an infrastructure error (status "
+        "``queued``): when its next attempt is due; else null."))
+    last_error: dict[str, Any] | None = Field(None, description=(
+        "The last failed attempt's error (attempt, code, kind, message, at, retry_at)."))
+    attempt_errors: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Every failed attempt's error, in order (a dead-lettered execution shows them all)."))
+    operator_actions: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Operators' retries and discards of the dead-lettered execution: action, by, at."))
 
 
 class ExecutionList(BaseModel):

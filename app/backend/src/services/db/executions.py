@@ -224,6 +224,11 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     held = held_by_killswitch(row.status, row.paused_reason)
     data["paused_reason"] = row.paused_reason if held else None
     data["paused_at"] = _when(row.paused_at) if held else None
+    # retries and the dead-letter queue (services.runs.retries)
+    data["retry_at"] = _when(row.retry_at) if row.status == "queued" else None
+    data["last_error"] = row.last_error
+    data["attempt_errors"] = list(row.attempt_errors or [])
+    data["operator_actions"] = list(row.operator_actions or [])
     return data
 
 

@@ -5,13 +5,16 @@ now, whichever process recorded it.
 final ``status``: a final status never changes, so it only grows); ``studio_tool_calls_total``
 (counter, by ``outcome``: ``ok``, an error code, or ``pending``); ``studio_queue_depth`` (gauge:
 executions queued, not yet claimed); ``studio_executions_running`` (gauge: claimed, running or
-finalizing).
+finalizing); ``studio_oldest_waiting_seconds`` (gauge, by ``state``: ``queued``,
+``waiting_to_retry``, ``awaiting_approval``: how long the oldest execution in that state has
+waited, 0 when none) and ``studio_dead_letter_depth`` (gauge: executions dead-lettered), what
+the chart's alerts watch (F8).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 ACTIVE_STATUSES = ("claimed", "running", "finalizing")
@@ -25,6 +28,7 @@ class DatabaseSnapshot:
     tool_calls: Mapping[str, int]
     statuses: Sequence[str]
     final_statuses: Sequence[str]
+    oldest: Mapping[str, float] = field(default_factory=dict)
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -51,3 +55,12 @@ class DatabaseSnapshot:
         yield GaugeMetricFamily("studio_executions_running",
                                 "Executions claimed, running or finalizing.",
                                 value=sum(self.executions.get(s, 0) for s in ACTIVE_STATUSES))
+        oldest = GaugeMetricFamily(
+            "studio_oldest_waiting_seconds",
+            "Age of the oldest execution in each waiting state (0 when none).", labels=["state"])
+        for state, age in sorted(self.oldest.items()):
+            oldest.add_metric([state], age)
+        yield oldest
+        yield GaugeMetricFamily("studio_dead_letter_depth",
+                                "Executions dead-lettered, waiting for an operator.",
+                                value=self.executions.get("dead_lettered", 0))

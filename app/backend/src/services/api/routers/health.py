@@ -13,7 +13,7 @@ from services.api.schemas import Health, Readiness
 from services.composition import sandbox_report
 from services.db import migrate
 from services.db.session import Database, DatabaseError
-from services.db.stats import executions_by_status, tool_calls_by_outcome
+from services.db.stats import executions_by_status, oldest_waiting, tool_calls_by_outcome
 from services.settings import StudioSettings
 
 router = APIRouter(tags=["health"])
@@ -54,5 +54,6 @@ async def metrics(db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa:
     """Prometheus text format (see the Observability page of the docs for the families)."""
     executions = await anyio.to_thread.run_sync(executions_by_status, db)
     tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
-    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls)
+    oldest = await anyio.to_thread.run_sync(oldest_waiting, db)
+    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, oldest)
     return PlainTextResponse(body, media_type=CONTENT_TYPE)
