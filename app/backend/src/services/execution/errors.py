@@ -7,6 +7,7 @@ contract (envelopes, the API, the CLI, the docs). The tree, by audience::
     ├── ToolFailure                  shown to the model as a tool result; never fails a run
     │   └── ConfinementViolation     a path or argument that would leave the workspace
     └── ExecutionError               fails (or retries) an execution
+        ├── RunEndingError           raised by a tool handler: ends the run, not the call
         ├── ConfigError              a developer or operator mistake
         ├── ProviderError            the model provider misbehaved
         │   ├── ProviderUnavailable  retryable (429, 5xx, 424, connection errors)
@@ -214,6 +215,12 @@ class ExecutionError(StudioError):
     """Fails (or retries) an execution."""
 
     default_code = ErrorCode.INTERNAL_ERROR
+
+
+class RunEndingError(ExecutionError):
+    """Raised from a tool handler, it ends the run with its code instead of being the call's
+    result (an MCP server that crashed a second time: the run's error, retried as
+    ``infrastructure``)."""
 
 
 class ConfigError(ExecutionError):
