@@ -47,9 +47,10 @@ _RNG = random.SystemRandom()
 
 @dataclass(frozen=True)
 class Backoff:
-    """Exponential backoff with jitter: the ``n``-th retry waits between half and all of
-    ``base_s * factor ** (n - 1)`` (at most ``max_delay_s``), so each wait is at least as long
-    as the one before; a ``Retry-After`` longer than that is waited instead (up to the cap)."""
+    """Exponential backoff with jitter: the ``n``-th retry waits between the ceiling of the
+    retry before (half its own for the first) and its own ceiling ``base_s * factor ** (n - 1)``
+    (at most ``max_delay_s``), so each wait is at least as long as the one before; a
+    ``Retry-After`` longer than that is waited instead (up to the cap)."""
 
     base_s: float = 30.0
     factor: float = 2.0
@@ -63,11 +64,16 @@ class Backoff:
                    float(settings.get("retry_max_delay_s")),
                    int(settings.get("retry_max_attempts")))
 
+    def _ceiling(self, retry: int) -> float:
+        return min(self.max_delay_s, self.base_s * self.factor ** (retry - 1))
+
     def delay(self, retry: int, retry_after: float | None = None,
               rng: random.Random = _RNG) -> float:
         """Seconds before retry number ``retry`` (1-based)."""
-        ceiling = min(self.max_delay_s, self.base_s * self.factor ** (retry - 1))
-        wait = ceiling / 2 + rng.uniform(0, ceiling / 2)
+        ceiling = self._ceiling(retry)
+        # from the ceiling before this one: each wait at least as long as the last
+        low = self._ceiling(retry - 1) if retry > 1 else ceiling / 2
+        wait = low + rng.uniform(0, ceiling - low)
         if retry_after is not None and retry_after > wait:
             wait = retry_after
         return min(wait, self.max_delay_s)
