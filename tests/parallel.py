@@ -39,6 +39,7 @@ HEAVY_MODULES = frozenset({
     "tests/e2e/test_legacy_gemini.py",
     "tests/e2e/test_legacy_exfiltration.py",  # its witness binds the fixed relay port
     "tests/e2e/test_legacy_guards.py",
+    "tests/integration/worker/test_retries_worker.py",  # about 2 minutes per database
 })
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 

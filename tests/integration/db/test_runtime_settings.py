@@ -32,7 +32,9 @@ def test_defaults_and_validation(db: Database) -> None:
                           "stall_s": 600.0, "lease_ttl_s": 60.0, "heartbeat_s": 15.0,
                           "reaper_interval_s": 30.0, "queued_timeout_s": 60.0,
                           "max_attempts": 5,
-                          "context_token_budget": 120000}
+                          "context_token_budget": 120000, "retry_base_s": 30.0,
+                          "retry_factor": 2.0, "retry_max_delay_s": 900.0,
+                          "retry_max_attempts": 5}
     assert repo.set("max_budget_usd", 3) == 3.0
     assert repo.get("max_budget_usd") == 3.0
     with pytest.raises(InvalidSettingValue):
