@@ -40,6 +40,7 @@ from services.worker.dispatch import dispatch_execution
 from tests.integration.api.helpers import wait_final
 from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import STUDIO, Broker, start_worker
+from tests.integration.chaos_world import postgres_url
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, repo_world
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, error, text, tool_calls
@@ -50,9 +51,9 @@ pytestmark = pytest.mark.slow
 
 API_KEY = "sk-retries-PROVIDERKEY-7d1e0a"
 TRIES = 3  # the loop's own provider tries per attempt (services.execution.guards.RetryPolicy)
-MAX_ATTEMPTS = 2
+MAX_ATTEMPTS = 2  # the dead-letter scenario's (runtime settings are read at each ending)
 TINY = {"retry_base_s": 0.4, "retry_factor": 2.0, "retry_max_delay_s": 5.0,
-        "retry_max_attempts": MAX_ATTEMPTS, "reaper_interval_s": 0.2}
+        "retry_max_attempts": 3, "reaper_interval_s": 0.2}
 FIX = ("workspace_edit_file", {"path": "calc.py", "old_text": "a - b", "new_text": "a + b"})
 TESTS = ("command_run", {"argv": TEST_ARGV, "timeout_s": 120})
 UNAVAILABLE = error(503, headers={"Retry-After": "0"})
@@ -94,9 +95,11 @@ class Outage:
 @pytest.fixture(params=["sqlite", "postgres"])
 def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RepoWorld]:
     with repo_world(tmp_path) as world:
-        if request.param == "postgres":
-            world = dataclasses.replace(world, db_url=request.getfixturevalue("fresh_pg_url"))
-        yield world
+        if request.param == "sqlite":
+            yield world
+            return
+        with postgres_url() as url:  # a fresh database migrated to head
+            yield dataclasses.replace(world, db_url=url)
 
 
 def test_infrastructure_errors_are_retried_dead_lettered_and_re_driven(
@@ -115,6 +118,7 @@ def test_infrastructure_errors_are_retried_dead_lettered_and_re_driven(
             with api_process(env, world.url) as api:
                 try:
                     _recovers(api, world, db, outage)
+                    settings.set("retry_max_attempts", MAX_ATTEMPTS)
                     _dead_lettered_then_re_driven(api, world, db, outage, env)
                     _fails_at_once(api, world, db, outage)
                 except BaseException:

@@ -66,7 +66,9 @@ def _status_text(execution: dict[str, Any]) -> str:
     if execution.get("retry_at"):
         return f"{execution['status']} (retry at {execution['retry_at']})"
     if execution["status"] == "dead_lettered" and execution.get("last_error"):
-        return f"dead_lettered ({execution['last_error'].get('code')})"
+        from rich.markup import escape
+
+        return escape(f"dead_lettered ({execution['last_error'].get('code')})")
     return str(execution["status"])
 
 
@@ -115,6 +117,7 @@ def _decision(approval: dict[str, Any] | None) -> str:
 
 def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
                approvals: list[dict[str, Any]] | None = None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     console = _console()
@@ -123,10 +126,11 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
                 "base_commit", "head_sha", "pr_url", "iterations", "cost_usd", "error_code",
                 "error_message", "created_at", "started_at", "finished_at", "paused_reason",
                 "paused_at", "retry_at"):
-        summary.add_row(key, "" if execution[key] is None else str(execution[key]))
+        # text from providers and operators: shown as text, never as rich markup
+        summary.add_row(key, "" if execution[key] is None else escape(str(execution[key])))
     for key in ("last_error", "attempt_errors", "operator_actions"):
         if execution.get(key):
-            summary.add_row(key, _compact(execution[key]))
+            summary.add_row(key, escape(_compact(execution[key])))
     summary.add_row("runtime_reason", _runtime_reason(execution))
     for key in ("settings_snapshot", "limits", "usage"):
         summary.add_row(key, _compact(execution[key]))
