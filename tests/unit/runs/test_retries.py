@@ -64,3 +64,17 @@ def test_a_loop_that_finished_before_a_failed_finalization_is_not_run_again() ->
             ("finalize", {"step": "push", "ok": False}), ("retry", {"status": "queued"})]
     run = recorded_run("e", "codex", "m", done)
     assert run is not None and run.outcome.value == "finished"
+
+
+def test_studio_logs_says_what_each_retry_event_did() -> None:
+    from services.cli.journal_text import event_lines
+
+    queued = {"status": "queued", "attempts": 1, "retry_at": "2026-11-28T16:00:00+00:00",
+              "error": {"code": "provider_unavailable", "message": "HTTP 503"}}
+    assert event_lines("retry", 0, queued) == [
+        "[  0] attempt 1 failed (provider_unavailable: HTTP 503): retried at "
+        "2026-11-28T16:00:00+00:00"]
+    dead = {**queued, "status": "dead_lettered", "attempts": 5}
+    assert "dead-lettered" in event_lines("retry", 0, dead)[0]
+    assert event_lines("retry", 0, {"redriven_by": "ops"}) == [
+        "[  0] re-driven from the dead-letter queue by ops"]
