@@ -43,6 +43,7 @@ HEAVY_MODULES = frozenset({
     "tests/e2e/test_legacy_guards.py",
     "tests/integration/evals/test_builtin_suite.py",  # eleven executions, graded in the sandbox
     "tests/integration/triggers/test_github_triggers.py",  # a studio api and workers, per DB
+    "tests/integration/worker/test_retries_worker.py",  # about 2 minutes per database
 })
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 

@@ -6,7 +6,7 @@ holding its grade. New tables only: nothing existing changes. ``studio execute``
 writes them (the eval process does), so the executor's group role gets no grant.
 
 Revision ID: 0019
-Revises: 0016
+Revises: 0017
 Create Date: 2026-11-28 16:00:00.000000
 """
 
@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from alembic import op
 
 revision: str = "0019"
-down_revision: str | None = "0016"
+down_revision: str | None = "0017"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 

@@ -277,6 +277,31 @@ def test_hostile_text_from_a_run_is_shown_as_text_on_every_page(
     assert text(browser, "flowchart-name") == HOSTILE
     assert nothing_injected_ran(browser)
     screenshot(browser, "hostile-flowchart")
+    _hostile_dead_letter(studio, browser)
+
+
+def _hostile_dead_letter(studio: ApiServer, browser: WebDriver) -> None:
+    """The operators page's dead-letter queue shows an execution's last error as text."""
+    from sqlalchemy import update
+
+    from services.db.models import NodeExecution
+    from services.db.session import Database, create_db_engine
+    from tests.integration.db.helpers import new_execution
+
+    db = Database(create_db_engine(studio.db_url))
+    try:
+        dead = new_execution(db)
+        error = {"attempt": 1, "code": "provider_unavailable", "message": HOSTILE, "at": "now"}
+        with db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == dead).values(
+                status="dead_lettered", last_error=error, attempt_errors=[error]))
+    finally:
+        db.dispose()
+    go(browser, studio.url, "#/operators")
+    wait(browser).until(lambda d: HOSTILE in text(d, "dead-letters"))
+    assert nothing_injected_ran(browser)
+    with studio.client(studio.admin) as client:  # out of the queue for the other tests
+        assert client.post(f"/api/executions/{dead}/discard").status_code == 200
 
 
 def _states(driver: WebDriver) -> dict[str, str]:

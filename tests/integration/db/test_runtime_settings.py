@@ -35,7 +35,9 @@ def test_defaults_and_validation(db: Database) -> None:
                           "max_attempts": 5, "trigger_debounce_s": 15.0,
                           "context_token_budget": 120000, "compaction_enabled": True,
                           "context_window_tokens": 0, "context_high_mark": 0.8,
-                          "context_low_mark": 0.5, "context_keep_turns": 4}
+                          "context_low_mark": 0.5, "context_keep_turns": 4,
+                          "retry_base_s": 30.0, "retry_factor": 2.0,
+                          "retry_max_delay_s": 900.0, "retry_max_attempts": 5}
     assert repo.set("max_budget_usd", 3) == 3.0
     assert repo.get("max_budget_usd") == 3.0
     with pytest.raises(InvalidSettingValue):

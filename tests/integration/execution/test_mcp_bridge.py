@@ -17,7 +17,14 @@ from services.execution.envelope import (
     envelope_from_json,
     envelope_to_json,
 )
-from services.execution.errors import ConfigError, ErrorCode, ToolFailure
+from services.execution.errors import (
+    ConfigError,
+    ErrorCode,
+    ErrorKind,
+    RunEndingError,
+    ToolFailure,
+    error_kind,
+)
 from services.execution.mcp.bridge import TOOL_NAME_PATTERN, McpHub, mcp_tool_name
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
@@ -211,16 +218,27 @@ def test_a_slow_tool_times_out_as_retryable_and_the_server_stays_usable(tmp_path
         assert hub.call_tool("local", "echo", {"text": "ok"})["content"][0]["text"] == "ok"
 
 
-def test_a_stdio_server_that_dies_is_unavailable_not_a_crash(
+def test_a_stdio_server_that_dies_is_restarted_once_then_its_crash_ends_the_run(
         mcp_hub: McpHub, tmp_path: Path) -> None:
+    """F5: the first crash restarts the server (the model gets ``mcp_server_crashed``, a
+    structured, retryable error, and the next call reaches the new process); the second is the
+    run's error, ``mcp_server_crashed`` (an infrastructure code: the execution is retried)."""
     pid = mcp_hub.call_tool("local", "pid", {})["structured"]["result"]
     os.kill(pid, signal.SIGKILL)
     envelope = _dispatch(mcp_hub, _ctx(tmp_path), "mcp__local__echo", {"text": "x"})
     assert isinstance(envelope, ErrorEnvelope)
-    assert envelope.error.code == ErrorCode.INTEGRATION_UNAVAILABLE
-    assert envelope.error.retryable is True
+    assert envelope.error.code == ErrorCode.MCP_SERVER_CRASHED
+    assert envelope.error.retryable is True and envelope.error.details["restarted"] is True
+    again = mcp_hub.call_tool("local", "pid", {})["structured"]["result"]
+    assert again != pid and again in _stdio_children() and pid not in _stdio_children()
     remote = _dispatch(mcp_hub, _ctx(tmp_path), "mcp__remote__echo", {"text": "y"}, "call-2")
     assert isinstance(remote, SuccessEnvelope)
+    os.kill(again, signal.SIGKILL)
+    with pytest.raises(RunEndingError) as ended:
+        _dispatch(mcp_hub, _ctx(tmp_path), "mcp__local__echo", {"text": "x"}, "call-3")
+    assert ended.value.code == ErrorCode.MCP_SERVER_CRASHED
+    assert error_kind(ended.value.code) is ErrorKind.INFRASTRUCTURE
+    assert mcp_hub.restarted == {"local"}
 
 
 def test_an_http_server_that_goes_away_is_unavailable(tmp_path: Path) -> None:

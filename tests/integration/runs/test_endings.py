@@ -81,10 +81,11 @@ def test_a_fenced_ending_from_a_lost_lease_writes_nothing(db: Database) -> None:
     _taken_over(db, execution_id)
     fields = substrate_failure("late")
     with pytest.raises(StaleLease):
-        end_execution(db, execution_id, fields, finished_data(fields), epoch=1)
+        end_execution(db, execution_id, fields, finished_data(fields), epoch=1, retry=False)
     row = ExecutionRepository(db).get(execution_id)
     assert row is not None and row.status == "claimed" and row.finished_at is None
     assert _kinds(db, execution_id) == []
-    end_execution(db, execution_id, fields, finished_data(fields), epoch=2)  # the holder's
+    end_execution(db, execution_id, fields, finished_data(fields), epoch=2,  # the holder's
+                  retry=False)  # (retries: tests/integration/runs/test_retry_endings.py)
     assert ExecutionRepository(db).get(execution_id).status == "failed"  # type: ignore[union-attr]
     assert _kinds(db, execution_id) == ["finished"]

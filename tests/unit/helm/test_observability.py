@@ -72,7 +72,7 @@ def test_the_check_above_can_fail() -> None:
 def test_dashboard_labels_are_the_families_labels() -> None:
     """``by (...)`` groups only on labels the metric has (bounded: no id, no path)."""
     labels = {"provider", "model", "outcome", "status", "domain", "operation", "direction",
-              "reason", "method", "le"}
+              "reason", "method", "le", "state", "code"}
     for expr in dashboard_queries():
         for group in re.findall(r"by \(([^)]*)\)", expr):
             assert {g.strip() for g in group.split(",")} <= labels, expr

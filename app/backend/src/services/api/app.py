@@ -49,6 +49,7 @@ ROUTER_MODULES: tuple[str, ...] = (
     "evals",
     "webhooks",
     "triggers",
+    "dead_letters",
 )
 
 API_PREFIX = "/api/"

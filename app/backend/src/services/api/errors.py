@@ -51,6 +51,7 @@ STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.APPROVAL_NOT_FOUND: 404,
     ErrorCode.APPROVAL_ALREADY_DECIDED: 409,
     ErrorCode.APPROVAL_EXPIRED: 409,
+    ErrorCode.NOT_DEAD_LETTERED: 409,
 }
 
 CODE_BY_STATUS: dict[int, ErrorCode] = {

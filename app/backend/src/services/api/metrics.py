@@ -25,9 +25,11 @@ FINAL_STATUSES = tuple(status.value for status in ExecutionStatus if status in F
 
 def exposition(executions: Mapping[str, int], tool_calls: Mapping[str, int],
                triggers: TriggerSnapshot | None = None,
-               team_spend_ratio: Mapping[str, float] | None = None) -> str:
+               team_spend_ratio: Mapping[str, float] | None = None,
+               oldest: Mapping[str, float] | None = None) -> str:
     snapshot = DatabaseSnapshot(executions, tool_calls, EXECUTION_STATUSES, FINAL_STATUSES,
-                                dict(team_spend_ratio or {}))
+                                team_spend_ratio=dict(team_spend_ratio or {}),
+                                oldest=oldest or {})
     extra = (snapshot,) if triggers is None else (snapshot, triggers)
     return metrics.exposition(metrics_multiprocess_dir(), *extra).decode()
 

@@ -123,6 +123,15 @@ class Execution(BaseModel):
     waiting_reason: str | None = Field(None, description=(
         "``team_concurrency`` while the execution stays queued because its team runs as many "
         "executions as its concurrency limit allows; else null."))
+    retry_at: str | None = Field(None, description=(
+        "While the execution waits to be retried after an infrastructure error (status "
+        "``queued``): when its next attempt is due; else null."))
+    last_error: dict[str, Any] | None = Field(None, description=(
+        "The last failed attempt's error (attempt, code, kind, message, at, retry_at)."))
+    attempt_errors: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Every failed attempt's error, in order (a dead-lettered execution shows them all)."))
+    operator_actions: list[dict[str, Any]] = Field(default_factory=list, description=(
+        "Operators' retries and discards of the dead-lettered execution: action, by, at."))
 
 
 class ExecutionList(BaseModel):

@@ -1,6 +1,7 @@
-"""``studio executions list|show|logs|cancel|approve|deny``: what ran, with which settings, its
-evidence and its journal (``logs --follow`` follows a live run to its end), and the decisions on
-its gated tool calls."""
+"""``studio executions list|show|logs|cancel|approve|deny|retry|discard``: what ran, with which
+settings, its evidence and its journal (``logs --follow`` follows a live run to its end), the
+decisions on its gated tool calls, and the dead-letter queue (``list --status dead_lettered``,
+``retry`` and ``discard``)."""
 
 from __future__ import annotations
 
@@ -64,9 +65,16 @@ def list_executions(
 
 
 def _status_text(execution: dict[str, Any]) -> str:
-    """The status, with the pause when the kill switch holds the execution back."""
+    """The status, with the pause when the kill switch holds the execution back, and when a
+    retry is due; a dead-lettered execution with its last error's code."""
     if execution.get("paused_reason"):
         return f"{execution['status']} (paused: {execution['paused_reason']})"
+    if execution.get("retry_at"):
+        return f"{execution['status']} (retry at {execution['retry_at']})"
+    if execution["status"] == "dead_lettered" and execution.get("last_error"):
+        from rich.markup import escape
+
+        return escape(f"dead_lettered ({execution['last_error'].get('code')})")
     return str(execution["status"])
 
 
@@ -136,6 +144,7 @@ def _decision(approval: dict[str, Any] | None) -> str:
 
 def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
                approvals: list[dict[str, Any]] | None = None) -> None:
+    from rich.markup import escape
     from rich.table import Table
 
     console = _console()
@@ -143,8 +152,12 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
     for key in ("id", "status", "outcome", "runtime", "provider", "model", "repo_url", "branch",
                 "base_commit", "head_sha", "pr_url", "iterations", "cost_usd", "error_code",
                 "error_message", "created_at", "started_at", "finished_at", "paused_reason",
-                "paused_at"):
-        summary.add_row(key, "" if execution[key] is None else str(execution[key]))
+                "paused_at", "retry_at"):
+        # text from providers and operators: shown as text, never as rich markup
+        summary.add_row(key, "" if execution[key] is None else escape(str(execution[key])))
+    for key in ("last_error", "attempt_errors", "operator_actions"):
+        if execution.get(key):
+            summary.add_row(key, escape(_compact(execution[key])))
     summary.add_row("runtime_reason", _runtime_reason(execution))
     for key in ("settings_snapshot", "limits", "usage"):
         summary.add_row(key, _compact(execution[key]))
@@ -331,3 +344,57 @@ def deny(
 ) -> None:
     """Deny a pending approval: the model gets ``permission_denied`` with the reason."""
     _decide(execution_id, approval_id, "deny", reason)
+
+
+def _dead_letter(execution_id: str, action: str) -> None:
+    """``retry`` or ``discard`` a dead-lettered execution as ``cli:<user>``; a retry is
+    dispatched (to the broker when one is configured; else the command says how to run it)."""
+    import getpass
+
+    from services.db.executions import ExecutionRepository, execution_to_json
+    from services.execution.errors import ExecutionError
+    from services.runs.retries import discard, redrive
+    from services.settings import get_settings
+    from services.worker.dispatch import Dispatcher
+    from services.worker.flowchart_tasks import flowchart_dispatch
+    from services.worker.names import broker_url
+
+    settings = get_settings()
+    brokered = broker_url(settings) is not None
+    hints: list[str] = []
+    db = open_db()
+    try:
+        if ExecutionRepository(db).get(execution_id) is None:
+            typer.echo(f"studio: no execution {execution_id}", err=True)
+            raise typer.Exit(1)
+        actor = f"cli:{getpass.getuser()}"
+        node_dispatch = flowchart_dispatch(settings)
+        if action == "retry":
+            dispatch = Dispatcher(settings, db=db) if brokered else hints.append
+            redrive(db, execution_id, actor, dispatch, node_dispatch)
+        else:
+            discard(db, execution_id, actor, node_dispatch)
+        row = ExecutionRepository(db).get(execution_id)
+    except ExecutionError as exc:
+        typer.echo(f"studio: {exc}", err=True)  # "code: message"
+        raise typer.Exit(1) from exc
+    finally:
+        db.dispose()
+    assert row is not None
+    shown = execution_to_json(row)
+    typer.echo(_compact({"id": execution_id, "status": shown["status"],
+                         "operator_actions": shown["operator_actions"]}))
+    if hints:
+        _resume_hint(execution_id, None)
+
+
+@app.command("retry")
+def retry(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Re-drive a dead-lettered execution: queued again, it resumes from its checkpoint."""
+    _dead_letter(execution_id, "retry")
+
+
+@app.command("discard")
+def discard_execution(execution_id: str = typer.Argument(..., metavar="ID")) -> None:
+    """Discard a dead-lettered execution: it ends ``failed`` (``dead_lettered``)."""
+    _dead_letter(execution_id, "discard")

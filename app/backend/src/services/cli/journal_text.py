@@ -102,6 +102,8 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
         return lines
     if kind == "finalize":
         return [prefix + finalize_line(data)]
+    if kind == "retry":  # services.runs.retries
+        return [prefix + retry_line(data)]
     if kind == "model_fallback":  # services.execution.fallback
         source, target = data.get("from") or {}, data.get("to") or {}
         reason = data.get("reason") or {}
@@ -112,6 +114,17 @@ def event_lines(kind: str, cycle: int, data: dict[str, Any]) -> list[str]:
     if kind in ("setup", "network"):
         return [prefix + line for line in setup_lines(kind, data)]
     return []
+
+
+def retry_line(data: dict[str, Any]) -> str:
+    """A ``retry`` event: queued again (when), dead-lettered, or re-driven by an operator."""
+    if data.get("redriven_by"):
+        return f"re-driven from the dead-letter queue by {data.get('redriven_by')}"
+    error = data.get("error") or {}
+    what = f"attempt {data.get('attempts')} failed ({error.get('code')}: {error.get('message')})"
+    if data.get("status") == "dead_lettered":
+        return f"{what}: dead-lettered, waiting for an operator's retry or discard"
+    return f"{what}: retried at {data.get('retry_at')}"
 
 
 def approval_line(kind: str, data: dict[str, Any]) -> str:

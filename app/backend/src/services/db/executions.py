@@ -234,6 +234,11 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     # queued behind its team's concurrency limit (services.db.team_admission)
     data["waiting_reason"] = (row.paused_reason if row.status == ExecutionStatus.QUEUED
                               and row.paused_reason == "team_concurrency" else None)
+    # retries and the dead-letter queue (services.runs.retries)
+    data["retry_at"] = _when(row.retry_at) if row.status == "queued" else None
+    data["last_error"] = row.last_error
+    data["attempt_errors"] = list(row.attempt_errors or [])
+    data["operator_actions"] = list(row.operator_actions or [])
     return data
 
 

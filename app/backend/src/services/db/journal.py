@@ -70,7 +70,7 @@ _BUMP_SEQ = (
 
 BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
                       AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED,
-                      AgentEventKind.COMPACTION})
+                      AgentEventKind.COMPACTION, AgentEventKind.RETRY})
 MAX_PENDING = 64
 
 

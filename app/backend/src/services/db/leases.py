@@ -22,7 +22,12 @@ from services.db.executions import UnknownExecution
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution
 from services.db.session import Database
-from services.db.status import ACTIVE_STATUSES, FINAL_STATUSES, ExecutionStatus
+from services.db.status import (
+    ACTIVE_STATUSES,
+    FINAL_STATUSES,
+    PARKED_STATUSES,
+    ExecutionStatus,
+)
 from services.db.team_admission import team_refuses
 
 
@@ -41,13 +46,13 @@ class LeaseStore:
         statement = (
             update(NodeExecution)
             .where(NodeExecution.id == execution_id,
-                   NodeExecution.status.not_in(sorted(FINAL_STATUSES)),
+                   NodeExecution.status.not_in(sorted(FINAL_STATUSES | PARKED_STATUSES)),
                    or_(NodeExecution.lease_owner.is_(None),
                        NodeExecution.lease_expires_at.is_(None),
                        NodeExecution.lease_expires_at < now))
             .values(lease_owner=owner, lease_epoch=NodeExecution.lease_epoch + 1,
                     lease_expires_at=now + timedelta(seconds=ttl_s), status=ExecutionStatus.CLAIMED,
-                    updated_at=now)
+                    retry_at=None, updated_at=now)
             .returning(NodeExecution.lease_epoch)
         )
         with self.db.session() as session:

@@ -114,6 +114,19 @@ _SPECS = (
     SettingSpec("max_attempts", int, 5,
                 "Attempts (lease claims) an execution gets before the reaper gives up on it.",
                 minimum=1, maximum=1_000, unit="attempts"),
+    SettingSpec("retry_base_s", float, 30.0,
+                "Backoff before the first retry of an execution ended by an infrastructure "
+                "error (s); each next one is retry_factor times longer, with jitter.",
+                minimum=0, maximum=86_400, above=True, unit="s"),
+    SettingSpec("retry_factor", float, 2.0, "Growth of the retry backoff per attempt.",
+                minimum=1, maximum=100, unit="x"),
+    SettingSpec("retry_max_delay_s", float, 900.0,
+                "Longest backoff before a retry, Retry-After included (s).",
+                minimum=0, maximum=7 * 86_400, above=True, unit="s"),
+    SettingSpec("retry_max_attempts", int, 5,
+                "Attempts an execution gets against infrastructure errors before it is "
+                "dead-lettered (1: never retried).",
+                minimum=1, maximum=100, unit="attempts"),
 )
 RUNTIME_SETTINGS: dict[str, SettingSpec] = {spec.key: spec for spec in _SPECS}
 LIMIT_KEYS = ("max_iterations", "max_budget_usd", "repo_daily_budget_usd", "wall_clock_s",

@@ -1,9 +1,13 @@
-"""Aggregates for metrics: executions by status, tool calls by outcome (one query each)."""
+"""Aggregates for metrics: executions by status, tool calls by outcome, the age of the oldest
+execution in each waiting state (one query each)."""
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 from sqlalchemy import func, select
 
+from services.db.base import utcnow
 from services.db.models import NodeExecution, ToolCallRecord
 from services.db.session import Database
 
@@ -24,3 +28,32 @@ def tool_calls_by_outcome(db: Database) -> dict[str, int]:
             outcome = "pending" if ok is None else ("ok" if ok else (code or "error"))
             counts[outcome] = counts.get(outcome, 0) + int(count)
     return counts
+
+
+WAITING_STATES = ("queued", "waiting_to_retry", "awaiting_approval")
+
+
+def oldest_waiting(db: Database) -> dict[str, float]:
+    """Seconds the oldest execution of each waiting state has waited (0 when none): queued
+    (not held by the kill switch, not waiting to retry) since it was created, waiting to retry
+    and awaiting an approval since it last changed."""
+    queued = NodeExecution.status == "queued"
+    queries = {
+        "queued": select(func.min(NodeExecution.created_at)).where(
+            queued, NodeExecution.retry_at.is_(None), NodeExecution.paused_reason.is_(None)),
+        "waiting_to_retry": select(func.min(NodeExecution.updated_at)).where(
+            queued, NodeExecution.retry_at.is_not(None)),
+        "awaiting_approval": select(func.min(NodeExecution.updated_at)).where(
+            NodeExecution.status == "awaiting_approval"),
+    }
+    now = utcnow()
+    ages: dict[str, float] = {}
+    with db.session() as session:
+        for state, query in queries.items():
+            since = session.execute(query).scalar_one_or_none()
+            ages[state] = max((now - as_utc(since)).total_seconds(), 0.0) if since else 0.0
+    return ages
+
+
+def as_utc(value: datetime) -> datetime:
+    return value.replace(tzinfo=UTC) if value.tzinfo is None else value

@@ -7,6 +7,10 @@ Lifecycle (``node_executions.status``)::
                 taken)      provisioned,  push, PR)
                             the loop)
 
+An attempt that ends with an ``infrastructure`` error goes back to ``QUEUED`` with a
+``retry_at``; after the last attempt it is ``DEAD_LETTERED`` until an operator retries it
+(``QUEUED``) or discards it (``FAILED``).
+
 A plain run (no repository) goes from ``QUEUED`` to ``RUNNING`` and then to a final status; a
 repository run takes every step. An expired lease in an active status (:data:`ACTIVE_STATUSES`)
 hands the execution to the reaper, which re-dispatches it; a final status
@@ -32,6 +36,9 @@ class ExecutionStatus(StrEnum):
     STALLED = "stalled"
     # paused before a tool call a person must approve; no lease is held (services.runs.approvals)
     AWAITING_APPROVAL = "awaiting_approval"
+    # every attempt ended with an infrastructure error: waits for an operator to retry or
+    # discard it (services.runs.retries); no lease, never claimed meanwhile
+    DEAD_LETTERED = "dead_lettered"
 
 
 FINAL_STATUSES = frozenset({ExecutionStatus.SUCCEEDED, ExecutionStatus.FAILED,
@@ -46,6 +53,10 @@ ACTIVE_STATUSES = frozenset({ExecutionStatus.CLAIMED, ExecutionStatus.RUNNING,
 #: ``paused_reason`` of an execution its team's concurrency limit keeps queued (a claim refused
 #: at the limit: :mod:`services.db.team_admission`); the API shows it as ``waiting_reason``.
 TEAM_CONCURRENCY = "team_concurrency"
+
+PARKED_STATUSES = frozenset({ExecutionStatus.DEAD_LETTERED})
+"""Statuses no worker takes (not final: an operator's ``retry`` queues the execution again,
+``discard`` fails it)."""
 
 
 def held_by_killswitch(status: str, paused_reason: str | None) -> bool:

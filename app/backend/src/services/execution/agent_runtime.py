@@ -198,7 +198,8 @@ class FrontierAgent:
             message = exc.message
             if exc.code is ErrorCode.CONTEXT_EXHAUSTED and self._keeper is not None:
                 message += f" (context window: {self._keeper.policy.window} tokens)"
-            return self.finish(Outcome.ERROR, messages, cycle, code=exc.code, message=message)
+            return self.finish(Outcome.ERROR, messages, cycle, code=exc.code, message=message,
+                               retry_after=exc.details.get("retry_after"))
 
     # -- turn-based loop ----------------------------------------------------------------------
     async def _run_turns(self, client: ModelClient, messages: list[Message],
@@ -517,9 +518,13 @@ class FrontierAgent:
     # -- the end ------------------------------------------------------------------------------
     def finish(self, outcome: Outcome, messages: list[Message], cycle: int, *,
                 final_text: str = "", code: ErrorCode | None = None,
-                message: str = "", extra: dict[str, Any] | None = None) -> RunResult:
+                message: str = "", extra: dict[str, Any] | None = None,
+                retry_after: object = None) -> RunResult:
         result, parsed = parse_agent_result(final_text)
-        error = {"code": code.value, "message": message} if code is not None else None
+        error: dict[str, Any] | None = (
+            {"code": code.value, "message": message} if code is not None else None)
+        if error is not None and isinstance(retry_after, int | float):  # the provider's ask
+            error["retry_after"] = float(retry_after)
         run = RunResult(
             execution_id=self.deps.ctx.execution_id, provider=self.engine.provider,
             model=self.engine.model, outcome=outcome, result=result,

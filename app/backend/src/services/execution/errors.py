@@ -7,11 +7,16 @@ contract (envelopes, the API, the CLI, the docs). The tree, by audience::
     ├── ToolFailure                  shown to the model as a tool result; never fails a run
     │   └── ConfinementViolation     a path or argument that would leave the workspace
     └── ExecutionError               fails (or retries) an execution
+        ├── RunEndingError           raised by a tool handler: ends the run, not the call
         ├── ConfigError              a developer or operator mistake
         ├── ProviderError            the model provider misbehaved
         │   ├── ProviderUnavailable  retryable (429, 5xx, 424, connection errors)
         │   └── ProviderRejected     not retryable (400, 401, ...)
         └── SubstrateError           the executor substrate failed
+
+Each code has a kind (:class:`ErrorKind`, the table :data:`ERROR_KINDS`): an execution that
+ends with an ``infrastructure`` code is queued again after a backoff (services.runs.endings),
+a ``permanent`` or ``provider_limit`` one ends it.
 
 Budget exhaustion, loop detection, the kill switch and cancellation are *outcomes* of the loop,
 not exceptions.
@@ -99,6 +104,74 @@ class ErrorCode(StrEnum):
     REPOSITORY_NOT_IN_TEAM = "repository_not_in_team"
     SELF_APPROVAL_REFUSED = "self_approval_refused"
     DEPLOYMENT_WIDE_ONLY = "deployment_wide_only"
+    # failures that heal or wait for an operator (:data:`ERROR_KINDS`)
+    SPEND_CAP_REACHED = "spend_cap_reached"
+    MCP_SERVER_CRASHED = "mcp_server_crashed"
+    DEAD_LETTERED = "dead_lettered"
+    NOT_DEAD_LETTERED = "not_dead_lettered"
+
+
+class ErrorKind(StrEnum):
+    """What an execution that ended with a code does next (:data:`ERROR_KINDS`)."""
+
+    INFRASTRUCTURE = "infrastructure"  # queued again after a backoff, then dead-lettered
+    PERMANENT = "permanent"  # fails at once: trying again gives the same answer
+    PROVIDER_LIMIT = "provider_limit"  # the provider's spend cap: final, an operator acts
+
+
+_I, _P, _L = ErrorKind.INFRASTRUCTURE, ErrorKind.PERMANENT, ErrorKind.PROVIDER_LIMIT
+ERROR_KINDS: dict[ErrorCode, ErrorKind] = {
+    # infrastructure: the provider, an MCP server, the git host or GitHub, the executor
+    # substrate failed; the same request may well succeed later
+    ErrorCode.PROVIDER_UNAVAILABLE: _I,  # 5xx, overloaded, timeout, 429 after the SDK's retries
+    ErrorCode.MCP_SERVER_FAILED: _I,
+    ErrorCode.MCP_SERVER_CRASHED: _I,
+    ErrorCode.INTEGRATION_UNAVAILABLE: _I,  # GitHub or an MCP server unreachable
+    ErrorCode.SUBSTRATE_ERROR: _I,  # executor pod evicted, image not pullable, process lost
+    ErrorCode.SANDBOX_UNAVAILABLE: _I,
+    ErrorCode.COMMAND_TIMEOUT: _I,
+    ErrorCode.SEARCH_TIMEOUT: _I,
+    ErrorCode.INTERRUPTED: _I,
+    # provider limits: the spend cap answers 429 or 403 (F9): final, never retried
+    ErrorCode.SPEND_CAP_REACHED: _L,
+    # permanent: bad input, confinement, budget, authentication, limits, decisions
+    **{code: _P for code in (
+        ErrorCode.INVALID_ARGUMENTS, ErrorCode.UNKNOWN_TOOL, ErrorCode.UNSUPPORTED_OPERATION,
+        ErrorCode.UNSUPPORTED_CAPABILITY, ErrorCode.PATH_OUTSIDE_WORKSPACE,
+        ErrorCode.PATH_NOT_FOUND, ErrorCode.PATH_EXISTS, ErrorCode.NOT_A_FILE,
+        ErrorCode.NOT_A_DIRECTORY, ErrorCode.UNSUPPORTED_FILE_TYPE, ErrorCode.FILE_TOO_LARGE,
+        ErrorCode.EDIT_NO_MATCH, ErrorCode.EDIT_AMBIGUOUS, ErrorCode.PATCH_FAILED,
+        ErrorCode.PROTECTED_PATH, ErrorCode.COMMAND_DENIED, ErrorCode.GIT_ERROR,
+        ErrorCode.NOTHING_TO_COMMIT, ErrorCode.PROTECTED_BRANCH, ErrorCode.PUSH_REJECTED,
+        ErrorCode.AUTH_FAILED, ErrorCode.HOST_NOT_ALLOWED, ErrorCode.PROVIDER_REJECTED,
+        ErrorCode.BUDGET_EXCEEDED, ErrorCode.MAX_ITERATIONS_EXCEEDED, ErrorCode.LOOP_DETECTED,
+        ErrorCode.KILLSWITCH_ENGAGED, ErrorCode.CANCELLED, ErrorCode.STALLED,
+        ErrorCode.CONFIG_ERROR, ErrorCode.WORKSPACE_LOST, ErrorCode.INTERNAL_ERROR,
+        ErrorCode.MCP_TOOL_ERROR,
+        ErrorCode.LEGACY_CLI_FAILED, ErrorCode.LEGACY_TOOL_ERROR, ErrorCode.NOT_FOUND,
+        ErrorCode.UNAUTHORIZED, ErrorCode.FORBIDDEN, ErrorCode.TEMPLATE_ERROR,
+        ErrorCode.HOST_PATH_REFUSED, ErrorCode.WORKSPACE_REFUSED, ErrorCode.REQUEST_TOO_LARGE,
+        ErrorCode.LIMIT_ABOVE_CEILING, ErrorCode.OPERATOR_OVERRIDE_REFUSED,
+        ErrorCode.UNKNOWN_ROLE, ErrorCode.UNKNOWN_MCP_SERVER, ErrorCode.MCP_SERVER_EXISTS,
+        ErrorCode.PERMISSION_DENIED, ErrorCode.INVALID_APPROVAL_POLICY,
+        ErrorCode.APPROVAL_NOT_FOUND, ErrorCode.APPROVAL_ALREADY_DECIDED,
+        ErrorCode.APPROVAL_EXPIRED, ErrorCode.SETUP_FAILED, ErrorCode.DEAD_LETTERED,
+        ErrorCode.NOT_DEAD_LETTERED,
+        ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.REVIEW_INVALID, ErrorCode.CONTEXT_EXHAUSTED,
+        ErrorCode.BRANCH_MOVED, ErrorCode.REPOSITORY_NOT_IN_TEAM,
+        ErrorCode.SELF_APPROVAL_REFUSED, ErrorCode.DEPLOYMENT_WIDE_ONLY)},
+}
+"""Every code's kind (a unit test fails on a code without one; docs/sphinx/fault_tolerance.rst
+shows the same table). A code added later, in a release that does not know it, is read as
+``permanent`` by :func:`error_kind`: never retried by surprise."""
+
+
+def error_kind(code: str | None) -> ErrorKind:
+    """The kind of ``code`` (a stored string): ``permanent`` for an unknown or missing one."""
+    try:
+        return ERROR_KINDS[ErrorCode(code)] if code else ErrorKind.PERMANENT
+    except (ValueError, KeyError):
+        return ErrorKind.PERMANENT
 
 
 class StudioError(Exception):
@@ -156,6 +229,12 @@ class ExecutionError(StudioError):
     """Fails (or retries) an execution."""
 
     default_code = ErrorCode.INTERNAL_ERROR
+
+
+class RunEndingError(ExecutionError):
+    """Raised from a tool handler, it ends the run with its code instead of being the call's
+    result (an MCP server that crashed a second time: the run's error, retried as
+    ``infrastructure``)."""
 
 
 class ConfigError(ExecutionError):

@@ -164,6 +164,9 @@ class AgentEventKind(StrEnum):
     NETWORK = "network"
     # the conversation was condensed to fit the model's window (services.execution.compaction)
     COMPACTION = "compaction"
+    # the attempt failed with an infrastructure error: queued again or dead-lettered; or an
+    # operator re-drove it (services.runs.retries)
+    RETRY = "retry"
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ from services.flowcharts.workspace import (
 )
 from services.repos.workspaces import workspace_root
 from services.runs.request import ExecutionRequest
+from services.runs.retries import waits_for_retry
 from services.runs.review_start import review_request
 from services.runs.service import ExecutionService
 from services.settings import StudioSettings
@@ -152,6 +153,8 @@ class NodeRunner:
             return None
         row = self.executions.get(execution_id)
         assert row is not None
+        if waits_for_retry(row):  # dispatched again when due, or by an operator's retry
+            return None
         return agent_outcome(job.node.id, row, continue_on_failure=continues(job.node))
 
     # -- command ----------------------------------------------------------------------------

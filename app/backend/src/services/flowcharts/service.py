@@ -50,6 +50,7 @@ from services.flowcharts.nodes import NodeJob, NodeOutcome, NodeRunner, agent_ou
 from services.flowcharts.templates import TemplateRenderError, template_context
 from services.flowcharts.traversal import decide, plan
 from services.flowcharts.workspace import create_run_directory
+from services.runs.retries import waits_for_retry
 from services.settings import StudioSettings
 
 log = logging.getLogger(__name__)
@@ -181,6 +182,8 @@ class FlowchartRunService:
             return  # held back by the kill switch: the node runs again on release
         if execution is not None and waits_for_approval(self.db, execution.id):
             return  # waiting for an approval, or decided: the node runs again through its task
+        if execution is not None and waits_for_retry(execution):
+            return  # waiting for a retry or an operator: the node runs again through its task
         if execution is not None and execution.status not in FINAL_STATUSES:
             self.executions.finish(execution.id, status="failed", outcome="error",
                                    error_code=ErrorCode.SUBSTRATE_ERROR.value,
@@ -302,6 +305,8 @@ class FlowchartRunService:
                 return agent_outcome(job.node.id, row, continue_on_failure=continues(job.node))
             if row is not None and row.status == ExecutionStatus.AWAITING_APPROVAL:
                 return None  # a task delivered again while the node waits: it keeps waiting
+            if row is not None and row.status == ExecutionStatus.DEAD_LETTERED:
+                return None  # the node waits for an operator's retry or discard
             if self._held(execution_id):
                 return None
             return runner.run_agent(job, execution_id, request)
@@ -326,7 +331,8 @@ class FlowchartRunService:
                                    error_code="cancelled",
                                    error_message=f"node {node_id!r}: the run ended while the "
                                                  "kill switch held the node")
-        elif execution is not None and waits_for_approval(self.db, execution.id):
+        elif execution is not None and (waits_for_approval(self.db, execution.id)
+                                        or waits_for_retry(execution)):
             self.executions.finish(execution.id, status="cancelled", outcome="cancelled",
                                    error_code="cancelled",
                                    error_message=f"node {node_id!r}: the run ended while the "

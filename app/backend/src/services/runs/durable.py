@@ -439,13 +439,16 @@ class DurableRun:
         """The attempt's end on its row, fenced by its lease; ``event``: the data of the
         ``finished`` event to append first (a run that failed before its loop wrote one)."""
         fields = end_fields(run, self.redactor)
-        end_execution(self.db, self.id, fields, event, epoch=self.lease.epoch,
-                      redactor=self.redactor, update=lambda values: self.lease.update(**values))
-        record.attempt_ended(self.provider, run.outcome.value, str(fields["status"]),
+        raw = (run.error or {}).get("retry_after")
+        status = end_execution(
+            self.db, self.id, fields, event, epoch=self.lease.epoch, redactor=self.redactor,
+            update=lambda values: self.lease.update(**values),
+            retry_after=float(raw) if isinstance(raw, int | float) else None)
+        record.attempt_ended(self.provider, run.outcome.value, status,
                              time.monotonic() - self.started)
         row = self.executions.get(self.id)
         return ExecutionOutcome(
-            self.id, "ran", fields["status"], run, branch=branch,
+            self.id, "ran", status, run, branch=branch,
             head_sha=finalized.head_sha if finalized else None,
             pr_url=row.pr_url if row is not None else None,
             message=finalized.note if finalized else "")

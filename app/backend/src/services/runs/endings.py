@@ -13,6 +13,11 @@ Three callers end an execution that way:
   left unfinished is failed with ``substrate_error``, and a final one whose journal does not
   end with ``finished`` gets it.
 
+The retry decision is made here too, for every caller alike: a failure with an
+``infrastructure`` code (:data:`~services.execution.errors.ERROR_KINDS`) ended under a lease is
+not final; it is queued again with ``retry_at``, or dead-lettered after the last attempt
+(:mod:`services.runs.retries`), and the journal gets a ``retry`` event after the ``finished``.
+
 The event is appended before the columns: a process that dies between the two leaves a journal
 that says how the run ended, and the next attempt (or :func:`end_abandoned`) writes the columns;
 the other way round a final row would keep a live stream waiting on an event nobody writes.
@@ -34,6 +39,7 @@ from services.db.session import Database
 from services.db.status import FINAL_STATUSES, ExecutionStatus, held_by_killswitch
 from services.execution.errors import ErrorCode
 from services.execution.ports import AgentEvent, AgentEventKind
+from services.runs.retries import retry_columns, retry_event, retryable
 
 FINALIZE_TAIL = 64
 """How far back :func:`ensure_finished_event` looks for the loop's ``finished`` before the
@@ -57,9 +63,15 @@ def finished_data(fields: dict[str, Any], **extra: Any) -> dict[str, Any]:
 
 def end_execution(db: Database, execution_id: str, fields: dict[str, Any],
                   event: dict[str, Any] | None, *, epoch: int | None = None,
-                  redactor: Redactor | None = None, update: Update | None = None) -> None:
+                  redactor: Redactor | None = None, update: Update | None = None,
+                  retry: bool = True, retry_after: float | None = None) -> str:
     """End the execution: append the ``finished`` event with ``event`` as its data (``None``:
-    the journal holds one already), then write the end columns ``fields`` and ``finished_at``.
+    the journal holds one already), then write the end columns ``fields`` and ``finished_at``;
+    answers the status written.
+
+    A failure with an infrastructure code, under a lease (``epoch``) and with ``retry``, is
+    queued again instead (``retry_after``: the provider's ``Retry-After``, seconds), or
+    dead-lettered after the last attempt (:func:`~services.runs.retries.retry_columns`).
 
     With ``epoch`` both writes are fenced by that lease epoch (``update``: the held lease's own
     fenced update, else the lease store's); without one the row is finished as it stands.
@@ -71,9 +83,16 @@ def end_execution(db: Database, execution_id: str, fields: dict[str, Any],
             AgentEventKind.FINISHED, execution_id, 0, event))
     if epoch is None:
         ExecutionRepository(db, redactor).finish(execution_id, **fields)
-        return
+        return str(fields["status"])
     write = update or partial(LeaseStore(db).guarded_update, execution_id, epoch)
+    if retry and retryable(fields):
+        columns = retry_columns(db, execution_id, fields, retry_after)
+        DbEventSink(db, redactor, lease_epoch=epoch).emit(AgentEvent(
+            AgentEventKind.RETRY, execution_id, 0, retry_event(columns)))
+        write(columns)
+        return str(columns["status"])
     write({**fields, "finished_at": utcnow()})
+    return str(fields["status"])
 
 
 def run_to_its_end(db: Database, run: Callable[[str], object], execution_id: str) -> None:
@@ -110,7 +129,8 @@ def end_abandoned(db: Database, execution_id: str, epoch_before: int = 0) -> Non
 def _abandoned(row: NodeExecution, epoch_before: int) -> bool:
     if held_by_killswitch(row.status, row.paused_reason):  # resumed on release
         return False
-    if row.status == ExecutionStatus.AWAITING_APPROVAL:  # resumed once decided
+    if row.status in (ExecutionStatus.AWAITING_APPROVAL,  # resumed once decided
+                      ExecutionStatus.DEAD_LETTERED):  # an operator's to retry or discard
         return False
     resumed = row.status == ExecutionStatus.QUEUED and row.lease_epoch > epoch_before
     # queued again, or a later attempt's

@@ -1,5 +1,6 @@
 """The reaper: re-dispatch executions whose lease expired or that were never claimed, time out
-approvals (:func:`services.runs.approvals.reap_approvals`), and delete orphaned workspaces.
+approvals (:func:`services.runs.approvals.reap_approvals`), dispatch executions whose retry is due
+(:func:`services.runs.retries.dispatch_due`), and delete orphaned workspaces.
 
 An execution in an active status (``claimed``, ``running``, ``finalizing``) whose
 ``lease_expires_at`` is in the past lost its process (a crash, a killed pod, a worker that died
@@ -45,6 +46,7 @@ from services.repos.workspaces import deployment_mark, reap_orphans, workspace_r
 from services.runs.approvals import reap_approvals
 from services.runs.endings import end_execution, finished_data, substrate_failure
 from services.runs.pauses import NodeRedispatch, redispatch_paused
+from services.runs.retries import dispatch_due
 from services.settings import StudioSettings
 from services.telemetry import record
 
@@ -114,7 +116,8 @@ def give_up(db: Database, execution_id: str, attempts: int) -> None:
     log.warning("reaper: execution %s %s", execution_id, message)
     fields = substrate_failure(message)
     end_execution(db, execution_id, {**fields, "lease_owner": None},
-                  finished_data(fields, execution_id=execution_id), epoch=epoch)
+                  finished_data(fields, execution_id=execution_id), epoch=epoch,
+                  retry=False)  # its attempts were spent already
 
 
 def reap_workspaces(db: Database, settings: StudioSettings,
@@ -158,6 +161,7 @@ def reap(db: Database, settings: StudioSettings, dispatch: Dispatch,
     reaped = (reap_expired(db, dispatch) + reap_unclaimed(db, dispatch)
               + wake_waiting(db, dispatch)
               + redispatch_paused(db, dispatch, dispatch_node)
+              + dispatch_due(db, dispatch, dispatch_node)
               + reap_approvals(db, dispatch, dispatch_node=dispatch_node,
                                resend_after_s=float(SettingsRepository(db).get(
                                    "queued_timeout_s"))))

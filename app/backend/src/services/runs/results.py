@@ -97,11 +97,17 @@ class ExecutionOutcome:
 def recorded_run(execution_id: str, provider: str, model: str,
                  events: Sequence[tuple[str, dict[str, Any]]]) -> RunResult | None:
     """The loop's result when the journal's last attempt already ``finished``, else ``None``
-    (an attempt the kill switch paused finished nothing: the execution resumes)."""
+    (an attempt the kill switch paused finished nothing: the execution resumes; a loop that
+    failed and was queued again, a ``retry`` event after its ``finished``, runs again)."""
     starts = [i for i, (kind, _) in enumerate(events) if kind == "started"]
     tail = events[starts[-1]:] if starts else events
+    retried = False
     for kind, data in reversed(tail):
+        if kind == "retry":
+            retried = True
         if kind == "finished" and data.get("outcome") == Outcome.KILLSWITCH_ENGAGED.value:
+            return None
+        if kind == "finished" and retried and data.get("outcome") != Outcome.FINISHED.value:
             return None
         if kind == "finished":
             return RunResult(

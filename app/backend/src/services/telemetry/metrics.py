@@ -57,6 +57,10 @@ class Families:
         self.retries: Counter = Counter(
             "studio_model_retries", "Model calls retried after a transient failure.",
             ["provider"])
+        self.execution_retries: Counter = Counter(
+            "studio_execution_retries",
+            "Execution attempts ended by an infrastructure error, by code and what followed "
+            "(queued again, or dead_lettered).", ["code", "status"])
         self.lease_expirations: Counter = Counter(
             "studio_lease_expirations", "Leases the reaper found expired (a lost process).")
         self.resumes: Counter = Counter(

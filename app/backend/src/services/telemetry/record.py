@@ -28,6 +28,12 @@ def retry(provider: str) -> None:
     families().retries.labels(provider).inc()
 
 
+def execution_retry(code: str, status: str) -> None:
+    """An execution attempt ended by an infrastructure error ``code``: ``queued`` again or
+    ``dead_lettered``."""
+    families().execution_retries.labels(code, status).inc()
+
+
 def tool_call(domain: str, operation: str, outcome: str, seconds: float) -> None:
     families().tool_call_duration.labels(domain, operation, outcome).observe(seconds)
 

@@ -6,7 +6,11 @@ final ``status``: a final status never changes, so it only grows); ``studio_tool
 (counter, by ``outcome``: ``ok``, an error code, or ``pending``); ``studio_queue_depth`` (gauge:
 executions queued, not yet claimed); ``studio_executions_running`` (gauge: claimed, running or
 finalizing); ``studio_team_budget_spent_ratio`` (gauge, by ``team``: the month's spend over
-the team's monthly budget, 1.0 at the budget).
+the team's monthly budget, 1.0 at the budget);
+``studio_oldest_waiting_seconds`` (gauge, by ``state``: ``queued``,
+``waiting_to_retry``, ``awaiting_approval``: how long the oldest execution in that state has
+waited, 0 when none) and ``studio_dead_letter_depth`` (gauge: executions dead-lettered), what
+the chart's alerts watch (F8).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class DatabaseSnapshot:
     final_statuses: Sequence[str]
     # per team: the month's spend over its monthly budget (teams with a budget only)
     team_spend_ratio: Mapping[str, float] = field(default_factory=dict)
+    oldest: Mapping[str, float] = field(default_factory=dict)
 
     def collect(self) -> Iterator[Any]:
         from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
@@ -60,3 +65,12 @@ class DatabaseSnapshot:
         for team, ratio in sorted(self.team_spend_ratio.items()):
             teams.add_metric([team], ratio)
         yield teams
+        oldest = GaugeMetricFamily(
+            "studio_oldest_waiting_seconds",
+            "Age of the oldest execution in each waiting state (0 when none).", labels=["state"])
+        for state, age in sorted(self.oldest.items()):
+            oldest.add_metric([state], age)
+        yield oldest
+        yield GaugeMetricFamily("studio_dead_letter_depth",
+                                "Executions dead-lettered, waiting for an operator.",
+                                value=self.executions.get("dead_lettered", 0))

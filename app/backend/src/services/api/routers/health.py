@@ -13,7 +13,7 @@ from services.api.schemas import Health, Readiness
 from services.composition import sandbox_report
 from services.db import migrate
 from services.db.session import Database, DatabaseError
-from services.db.stats import executions_by_status, tool_calls_by_outcome
+from services.db.stats import executions_by_status, oldest_waiting, tool_calls_by_outcome
 from services.db.team_budget import team_spend_ratios
 from services.settings import StudioSettings
 
@@ -57,5 +57,7 @@ async def metrics(db: Database = Depends(get_db)) -> PlainTextResponse:  # noqa:
     tool_calls = await anyio.to_thread.run_sync(tool_calls_by_outcome, db)
     triggers = await anyio.to_thread.run_sync(trigger_snapshot, db)
     teams = await anyio.to_thread.run_sync(team_spend_ratios, db)
-    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, triggers, teams)
+    oldest = await anyio.to_thread.run_sync(oldest_waiting, db)
+    body = await anyio.to_thread.run_sync(exposition, executions, tool_calls, triggers, teams,
+                                          oldest)
     return PlainTextResponse(body, media_type=CONTENT_TYPE)

@@ -1,6 +1,6 @@
 // Operators (admin scope): runtime settings with where each value comes from, the kill switch
 // (with confirmation), today's spend per repository against its daily budget, the provider
-// matrix.
+// matrix, and the dead-letter queue (retry or discard, with confirmation).
 "use strict";
 
 (() => {
@@ -197,6 +197,51 @@
       el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["team", "spent",
         "monthly budget", "used", "alerts"].map((name) => el("th", { scope: "col" }, name)))),
          body));
+
+  // Executions whose every attempt ended with an infrastructure error: retried (from their
+  // checkpoint) or discarded by an admin. Every value is shown as text.
+  async function deadLetterSection(status) {
+    const data = await api("/api/executions?status=dead_lettered&limit=100");
+    const act = (row, action) => async () => {
+      const sure = await Studio.confirmAction(
+        action === "retry" ? "Retry this execution?" : "Discard this execution?",
+        action === "retry" ? "It is queued again and resumes from its checkpoint."
+          : "It ends failed; it is not retried again.",
+        action === "retry" ? "Retry" : "Discard");
+      if (!sure) return;
+      try {
+        await api("/api/executions/" + encodeURIComponent(row.id) + "/" + action,
+                  { method: "POST" });
+        Studio.message(status, row.id + ": " + (action === "retry" ? "queued again."
+                                                                    : "discarded."));
+        Studio.route();
+      } catch (error) {
+        Studio.message(status, String(error.message || error), true);
+      }
+    };
+    const body = el("tbody", { id: "dead-letters" }, ...data.executions.map((row) => {
+      const last = row.last_error || {};
+      const retry = el("button", { type: "button", class: "dlq-retry" }, "Retry");
+      const drop = el("button", { type: "button", class: "danger dlq-discard" }, "Discard");
+      retry.addEventListener("click", act(row, "retry"));
+      drop.addEventListener("click", act(row, "discard"));
+      return el("tr", { "data-id": row.id },
+        el("td", { "data-label": "execution" },
+           el("a", { href: "#/runs/" + encodeURIComponent(row.id) }, el("code", {}, row.id))),
+        el("td", { "data-label": "attempts" }, String((row.attempt_errors || []).length)),
+        el("td", { "data-label": "last error" }, String(last.code || "") + ": " +
+                                                  String(last.message || "")),
+        el("td", { "data-label": "at" }, String(last.at || "")),
+        el("td", { "data-label": "action" }, retry, " ", drop));
+    }));
+    return el("section", { "aria-labelledby": "dead-letters-title" },
+      el("h2", { id: "dead-letters-title" }, "Dead-letter queue"),
+      data.executions.length ? null
+        : el("p", { class: "muted", id: "dead-letters-empty" }, "No dead-lettered execution."),
+      el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["execution", "attempts",
+                                                                         "last error", "at",
+                                                                         "action"].map(
+        (name) => el("th", { scope: "col" }, name)))), body));
   }
 
   // A provider's capabilities as a definition list, its guards as another (text, wrapped):
@@ -230,9 +275,9 @@
     view.replaceChildren(el("h1", {}, "Operators"), status);
     const shown = Studio.current();
     try {
-      const sections = [await killSwitchSection(status), await settingsSection(status),
-                        await spendSection(), await triggersSection(),
-                        await teamsSection(),
+      const sections = [await killSwitchSection(status), await deadLetterSection(status),
+                        await settingsSection(status), await spendSection(),
+                        await triggersSection(), await teamsSection(),
                         await providersSection()];
       if (shown()) view.append(...sections);
     } catch (error) {

@@ -73,6 +73,12 @@ class NodeExecution(TeamOwned, Base):
     paused_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     error_code: Mapped[str | None] = mapped_column(String(64))
     error_message: Mapped[str | None] = mapped_column(Text)
+    # retries of infrastructure errors (services.runs.retries): when the next attempt is due,
+    # the last error, every failed attempt's error, the operators' retries and discards
+    retry_at: Mapped[datetime | None] = mapped_column(UTCDateTime(), index=True)
+    last_error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
+    attempt_errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    operator_actions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())

@@ -15,6 +15,12 @@ Failures: a server that cannot be started is recorded in :attr:`McpHub.failures`
 :class:`ConfigError` each) and left out; the others still serve (``start(strict=True)`` raises
 instead). At call time an unreachable server is ``integration_unavailable`` (retryable), an MCP
 error or an ``isError`` result is ``mcp_tool_error``; the model sees both as tool results.
+A stdio server that crashed (its connection closed, not a timeout) is started again once per
+hub, that is once per execution attempt (F5): the call is answered ``mcp_server_crashed``
+(retryable: the call's outcome is unknown, the model may make it again) and later calls go to
+the new process; a second crash ends the run with ``mcp_server_crashed``
+(:class:`~services.execution.errors.RunEndingError`, an ``infrastructure`` error: the
+execution is retried). Never a hang: every call is bounded by the server's ``timeout_s``.
 
 Environment: a stdio server gets the ``mcp`` library's fixed safe list (``HOME``, ``LOGNAME``,
 ``PATH``, ``SHELL``, ``TERM``, ``USER``), then ``base_env`` from the composition root (e.g.
@@ -34,6 +40,7 @@ the code of its cause in ``details["cause_code"]`` (``sandbox_unavailable``,
 from __future__ import annotations
 
 import concurrent.futures
+import contextlib
 import logging
 import re
 import tempfile
@@ -55,7 +62,13 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 from pydantic import ConfigDict
 
-from services.execution.errors import ConfigError, ErrorCode, StudioError, ToolFailure
+from services.execution.errors import (
+    ConfigError,
+    ErrorCode,
+    RunEndingError,
+    StudioError,
+    ToolFailure,
+)
 from services.execution.mcp.config import (
     HttpServerConfig,
     McpConfig,
@@ -281,6 +294,7 @@ class McpHub:
         self._specs: list[ToolSpec] = []
         self.failures: dict[str, ConfigError] = {}
         self.skipped: dict[str, str] = {}  # tool name -> why it is not offered
+        self.restarted: set[str] = set()  # stdio servers started again after a crash
 
     @classmethod
     def from_file(cls, path: Path, **kwargs: Any) -> McpHub:
@@ -358,11 +372,54 @@ class McpHub:
             result = portal.call(live[0].call, tool, arguments)
         except RuntimeError as exc:  # the portal stopped under us: the hub is closing
             raise _unavailable(server, tool, "is shutting down") from exc
+        except ToolFailure as failure:
+            if not self._crashed(live[0], failure):
+                raise
+            self._restart(portal, server, tool, failure)
+            raise ToolFailure(ErrorCode.MCP_SERVER_CRASHED,
+                              f"MCP server {server!r} crashed during {tool!r} and was started "
+                              "again; the call's outcome is unknown: make it again if needed",
+                              details={"server": server, "tool": tool, "restarted": True},
+                              retryable=True) from failure
         if result.is_error:
             raise ToolFailure(ErrorCode.MCP_TOOL_ERROR, error_text(result),
                               details={"server": server, "tool": tool,
                                        "structured": result.structured_content})
         return result_json(result, output_cap_bytes)
+
+    @staticmethod
+    def _crashed(conn: _Connection, failure: ToolFailure) -> bool:
+        """A stdio server whose connection failed otherwise than by a timeout: its process
+        ended (or its pipes broke)."""
+        return (isinstance(conn.config, StdioServerConfig)
+                and failure.code is ErrorCode.INTEGRATION_UNAVAILABLE
+                and not failure.details.get("timed_out"))
+
+    def _restart(self, portal: anyio.from_thread.BlockingPortal, server: str, tool: str,
+                 failure: ToolFailure) -> None:
+        """Start the crashed server again, once; a second crash (or a failed start) is the
+        run's :class:`RunEndingError`."""
+        details = {"server": server, "tool": tool, "cause": failure.message}
+        if server in self.restarted:
+            raise RunEndingError(f"MCP server {server!r} crashed again after its restart: "
+                                 f"{failure.message}", code=ErrorCode.MCP_SERVER_CRASHED,
+                                 details=details) from failure
+        self.restarted.add(server)
+        old, future = self._live.pop(server)
+        portal.call(old.stop)
+        with contextlib.suppress(ConfigError, concurrent.futures.TimeoutError,
+                                 concurrent.futures.CancelledError):
+            future.result(timeout=SHUTDOWN_TIMEOUT_S)  # ends as it can: its process is gone
+        log.warning("MCP server %s crashed (%s); starting it again once", server,
+                    failure.message)
+        conn = _Connection(server, old.config, old.base_env, old.connect_timeout_s,
+                           old.launcher, old.address_check)
+        try:
+            self._live[server] = (conn, portal.start_task(conn.run, name=f"mcp-{server}")[0])
+        except ConfigError as exc:
+            raise RunEndingError(f"MCP server {server!r} crashed and could not start again: "
+                                 f"{exc.message}", code=ErrorCode.MCP_SERVER_CRASHED,
+                                 details=details) from exc
 
     def close(self) -> None:
         """Disconnect every server (stdio children ended) and stop the loop thread."""

@@ -20,6 +20,10 @@ from services.execution.errors import (
 )
 
 RETRYABLE_STATUSES = frozenset({408, 424, 429})  # plus every 5xx
+# A 429 or 403 saying the account's spend cap or quota is reached (F9): not a rate limit that
+# passes, a provider limit an operator lifts (``spend_cap_reached``, never retried).
+SPEND_CAP = re.compile(r"insufficient_quota|spend(ing)?[ _-]?(cap|limit)|billing|quota exceeded",
+                       re.IGNORECASE)
 _MAX_MESSAGE = 500
 # How the vendors say a request is longer than the model's window (OpenAI
 # ``context_length_exceeded``, Anthropic "prompt is too long", Gemini "exceeds the maximum
@@ -68,6 +72,8 @@ def from_status(
     """The engine error for an HTTP error answer of a provider."""
     text = f"{provider}: HTTP {status}: {redact(message, secrets)}"
     details: dict[str, Any] = {"provider": provider, "status": status, **(extra or {})}
+    if status in (403, 429) and SPEND_CAP.search(message):
+        return ProviderRejected(text, code=ErrorCode.SPEND_CAP_REACHED, details=details)
     if is_retryable(status):
         wait = retry_after_seconds(headers)
         if wait is not None:

@@ -23,7 +23,7 @@ from services.execution.envelope import (
     envelope_from_json,
     envelope_to_json,
 )
-from services.execution.errors import ErrorCode, ToolFailure
+from services.execution.errors import ErrorCode, RunEndingError, ToolFailure
 from services.execution.messages import ToolCall, provider_tool_name, split_tool_name
 from services.execution.ports import IdempotencyStore
 from services.execution.tool_domains.context import ToolDomainContext
@@ -113,6 +113,8 @@ class Dispatcher:
             result = spec.handler(args, ctx)
         except ToolFailure as failure:
             return error_envelope(call, ctx, failure, started)
+        except RunEndingError:  # the run's error, not the call's (a crashed MCP server)
+            raise
         except Exception as exc:  # a handler bug must not end the run; it is reported, not hidden
             log.exception("tool handler %s failed", call.tool_name)
             internal = ToolFailure(ErrorCode.INTERNAL_ERROR,
