@@ -24,7 +24,7 @@ for i in $(seq 1 "$runs"); do
   .venv/bin/pytest -n 0 -q -rA -p no:cacheprovider "${tests[@]}" "$@" >"$log" 2>&1
   status=$?
   took=$(( $(date +%s) - start ))
-  seed=$(grep -m1 -o 'chaos seed: [0-9]*' "$log" | cut -d' ' -f3)
+  seed=$(grep -m1 -oE 'chaos seed: [0-9]+' "$log" | cut -d' ' -f3)
   load=$(cut -d' ' -f1-3 /proc/loadavg)
   if [ "$status" = 0 ]; then verdict=passed; passed=$((passed + 1)); else verdict=FAILED; fi
   echo "run $i/$runs: $verdict in ${took}s, seed ${seed:-?}, load $load ($(tail -n1 "$log"))"
