@@ -83,15 +83,22 @@ for _ in range(200):
         os._exit(0)
     started += 1
 print('STARTED', started, 'REFUSED', refused, flush=True)
+# the sleepers stay until the harness has seen them (sys.argv[2] appears), at most 30 s
+deadline = time.monotonic() + 30
+while not os.path.exists(sys.argv[2]) and time.monotonic() < deadline:
+    time.sleep(0.02)
 """
 
 
-def test_a_fork_bomb_is_contained(ctx: ToolDomainContext) -> None:
+def test_a_fork_bomb_is_contained(ctx: ToolDomainContext, workspace: Path) -> None:
     """The fork loop is refused (``EAGAIN``: the pids limit) before ``SMALL.processes``, its
-    sleepers were really running meanwhile, and every one of them died with the command."""
+    sleepers were really running meanwhile, and every one of them died with the command.
+    The command waits (30 s at most) until the watcher has seen its sleepers: under load, the
+    fork loop can end, and the sandbox kill the sleepers, between two scans of ``/proc``."""
     marker = f"fork-bomb-{sleep_marker()}"  # in each fork's command line (argv is inherited)
-    with watching_pids(marker) as seen:
-        result = _run(ctx, timeout_s=60, argv=["python3", "-c", FORKS, marker])
+    seen_flag = workspace / "sleepers-seen"  # the command's working directory
+    with watching_pids(marker, seen_flag) as seen:
+        result = _run(ctx, timeout_s=60, argv=["python3", "-c", FORKS, marker, seen_flag.name])
     words = result["stdout"].split()
     assert words[:2] == ["STARTED", words[1]] and words[2:] == ["REFUSED", "EAGAIN"], result
     started = int(words[1])

@@ -89,14 +89,20 @@ def sleep_marker() -> str:
 
 
 @contextmanager
-def watching_pids(marker: str) -> Iterator[set[int]]:
-    """While the block runs, collect the host pids whose command line holds ``marker``."""
+def watching_pids(marker: str, seen_flag: Path | None = None) -> Iterator[set[int]]:
+    """While the block runs, collect the host pids whose command line holds ``marker``.
+
+    With ``seen_flag``, the watcher creates that file once it has seen more than one such
+    process, so a command can hold its processes until they have been seen: on a loaded
+    machine a scan of ``/proc`` may take longer than the command would otherwise live."""
     seen: set[int] = set()
     done = threading.Event()
 
     def watch() -> None:
         while not done.is_set():
             seen.update(marker_pids(marker))
+            if seen_flag is not None and len(seen) > 1 and not seen_flag.exists():
+                seen_flag.touch()
             time.sleep(0.02)
 
     watcher = threading.Thread(target=watch)
