@@ -15,6 +15,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import ctypes
+import gc
 import importlib
 import json
 import os
@@ -42,6 +43,14 @@ WARM_MODULES: tuple[str, ...] = (
     "services.execution.providers.claude",
     "services.execution.providers.gemini",
     "services.execution.providers.replay",
+    "services.execution.mcp.bridge",
+    # what the SDKs' HTTP clients load when the first one is made
+    "httpcore2",
+    "httpcore2._backends.anyio",
+    "httpcore2._backends.trio",
+    "anyio._backends._asyncio",
+    "truststore",
+    "concurrent.futures.thread",
 )
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
@@ -55,7 +64,9 @@ def warm_up() -> None:
     for name in WARM_MODULES:
         importlib.import_module(name)
     from services.db import migrate, session
+    from services.telemetry import metrics
 
+    metrics.preload()
     session.preload_drivers()
     migrate.warm_script_heads()
 
@@ -229,6 +240,10 @@ def main(argv: list[str]) -> None:
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)
+    # what the imports made stays out of the children's garbage collections: a collection
+    # writes into every object it visits, which would copy each page of it into each child
+    gc.collect()
+    gc.freeze()
     control.send(b"ready")
     serve(control)
 
