@@ -271,7 +271,10 @@ def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str]
             os.killpg(worker.pid, 9)
             worker.wait()
     if errors:
+        kept = Path(tempfile.gettempdir()) / f"scale-worker-{n}.log"
+        kept.write_bytes(log_path.read_bytes())
         print(log_path.read_text(errors="replace")[-3000:], file=sys.stderr)
+        print(f"the worker's log: {kept}", file=sys.stderr)
     if args.breakdown:
         for kib, name in sorted(sampler.peak_processes.values(), reverse=True):
             print(f"    {kib / 1024:7.1f} MB  {name}")
@@ -293,6 +296,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=600, help="seconds per round")
     parser.add_argument("--source", type=Path, default=None,
                         help="run the worker and the API from this checkout (a baseline)")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: where one execution's fixed cost goes (an exec'ed "
+                             "`studio execute`, the model answering at once)")
     parser.add_argument("--breakdown", action="store_true",
                         help="print each process's PSS at the peak of each round")
     parser.add_argument("--out", type=Path, default=RESULTS)
@@ -342,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
             if source is not None:
                 env["PYTHONPATH"] = str(source)
             with api_process(env, host.url(REPO)) as api:
+                if args.profile:
+                    router.latency = 0.0
+                    profile_one(args, api, env, host.url(REPO), root, source)
+                    return 0
                 for n in ns:
                     rounds.append(run_round(n, args, api, env, db_url, host.url(REPO), root,
                                             source))
@@ -360,6 +370,64 @@ def main(argv: list[str] | None = None) -> int:
                                     "source": str(source or ""), "load": load,
                                     "rounds": [asdict(r) for r in rounds]}, indent=1))
     return 0
+
+
+def _children_cpu_s(argv: list[str], env: dict[str, str], cwd: Path | None) -> float:
+    """The CPU time of a command and everything it started (``RUSAGE_CHILDREN``)."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, env=env, cwd=cwd, check=False, stdout=subprocess.DEVNULL,
+                   stderr=subprocess.DEVNULL, timeout=600)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+
+
+PHASES = (  # (label, the function whose cumulative time is the phase)
+    ("database open and schema check", "services/db/session.py", "open_database"),
+    ("claim, workspace: clone from the mirror", "services/repos/workspaces.py", "_clone"),
+    ("mirror update (git fetch into the cache)", "services/repos/mirrors.py", "_update"),
+    ("sandbox start (supervisor)", "services/execution/sandbox/session.py", "start"),
+    ("finalization (commit, checks, journal)", "services/runs/finalize.py", "finalize"),
+    ("the whole execution (execute_recorded)", "services/runs/service.py", "execute_recorded"),
+)
+
+
+def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo_url: str,
+                root: Path, cwd: Path | None) -> None:
+    import pstats
+
+    def create() -> str:
+        with api.client(api.admin) as client:  # type: ignore[attr-defined]
+            body = {"repo_url": repo_url, "provider": "codex", "pull_request": False,
+                    "prompt": f"[bench-scale-{uuid.uuid4().hex[:12]}] Run `true`.",
+                    "limits": {"max_iterations": args.steps + 10}}
+            return str(client.post("/api/executions", json=body).json()["id"])
+
+    python = [sys.executable]
+    create()  # a first execution fills the mirror cache, as on a worker that ran one before
+    _children_cpu_s([*python, "-m", "services.cli", "execute", create()], env, cwd)
+    bare = _children_cpu_s([*python, "-c", "pass"], env, cwd)
+    warm = _children_cpu_s([*python, "-c", "from services.cli.fork_server import warm_up; "
+                            "warm_up()"], env, cwd)
+    whole = _children_cpu_s([*python, "-m", "services.cli", "execute", create()], env, cwd)
+    out = root / "execute.prof"
+    _children_cpu_s([*python, "-m", "cProfile", "-o", str(out), "-m", "services.cli", "execute",
+                     create()], env, cwd)
+    stats = pstats.Stats(str(out))
+    cumulative = {}
+    for (path, _, function), (_, _, _, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
+        for label, suffix, name in PHASES:
+            if function == name and path.endswith(suffix):
+                cumulative[label] = cumulative.get(label, 0.0) + cum
+    print(f"one execution, {args.steps} steps, the model answering at once (CPU of the process "
+          "tree, RUSAGE_CHILDREN):")
+    print(f"  interpreter start (python -c pass)           {bare * 1000:7.0f} ms")
+    print(f"  imports of the fork server's list            {(warm - bare) * 1000:7.0f} ms")
+    print(f"  the whole `studio execute` (git, sandbox...) {whole * 1000:7.0f} ms")
+    print("where its time goes (cProfile, wall time of the Python process, profiled):")
+    for label, _, _ in PHASES:
+        print(f"  {label:<44} {cumulative.get(label, float('nan')) * 1000:7.0f} ms")
 
 
 def report(rounds: list[Round]) -> None:

@@ -146,9 +146,10 @@ def _child(channel: socket.socket, execution_id: str, server_pid: int) -> int:
     """The forked process: become ``studio execute <execution_id>`` with the slot's environment."""
     os.setpgid(0, 0)
     if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        print("fork server: prctl failed", file=sys.stderr)
         return 127
     if os.getppid() != server_pid:
-        return 127
+        return 127  # the server is gone
     signal.set_wakeup_fd(-1)
     for number in (signal.SIGCHLD, signal.SIGINT):
         signal.signal(number, signal.default_int_handler if number == signal.SIGINT

@@ -216,9 +216,13 @@ class ForkedSubstrate:
                 child.code = int(json.loads(_read_line(child.channel, child.buffer))["exit"])
             except (TimeoutError, BlockingIOError):
                 return SubstrateStatus.RUNNING
-            except (OSError, ValueError, KeyError, TypeError):
+            except (OSError, ValueError, KeyError, TypeError) as exc:
+                log.warning("fork server: no exit status for pid %d (%s)", child.pid,
+                            type(exc).__name__)
                 child.code = -int(signal.SIGKILL)  # the server is gone: so is the child
             child.channel.close()
+            if child.code != 0:
+                log.info("fork server: pid %d exited with %d", child.pid, child.code)
         return SubstrateStatus.SUCCEEDED if child.code == 0 else SubstrateStatus.FAILED
 
 

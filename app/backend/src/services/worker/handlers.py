@@ -21,6 +21,7 @@ from services.settings import StudioSettings
 from services.worker.admission import Admission, admit
 from services.worker.child import run_child
 from services.worker.payloads import ExecuteNodePayload
+from services.worker.task_database import worker_database
 
 log = logging.getLogger(__name__)
 
@@ -30,9 +31,11 @@ Launch = Callable[[str], SubstrateStatus]
 def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *,
                         launch: Launch | None = None) -> Admission:
     """Run the execution unless it is unknown, finished, or held by a live lease. The task
-    opens the database once; what it launches (by default :func:`run_child`) borrows it."""
+    opens the database once (in ``studio worker``, borrows the worker's); what it launches (by
+    default :func:`run_child`) borrows it."""
     execution_id = str(payload.execution_id)
-    db = open_database(settings)
+    shared = worker_database()
+    db = shared or open_database(settings)
     try:
         decision = admit(ExecutionRepository(db).get(execution_id))
         if decision is not Admission.RUN:
@@ -40,7 +43,8 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
             return decision
         status = (launch or partial(run_child, db=db))(execution_id)
     finally:
-        db.dispose()
+        if shared is None:
+            db.dispose()
     log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)
     return decision
 

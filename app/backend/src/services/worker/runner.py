@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import signal
 
+from services.db.session import open_database
 from services.execution.errors import ConfigError
 from services.executors.forked import ForkServer
 from services.executors.selection import kube_api_client
@@ -26,6 +27,7 @@ from services.worker.flowchart_tasks import flowchart_dispatch
 from services.worker.names import broker_url
 from services.worker.reaper_loop import ReaperLoop
 from services.worker.startup_checks import check_broker, check_database
+from services.worker.task_database import use_worker_database, worker_database
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +47,7 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     server = (ForkServer.start(process_environment())
               if settings.executor is ExecutorKind.LOCAL else None)
     use_fork_server(server)
+    use_worker_database(open_database(settings))
     loop = ReaperLoop(settings, Dispatcher(settings, app=app),
                       flowchart_dispatch(settings, app=app)) if reaper else None
     if loop is not None:
@@ -62,6 +65,10 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         use_fork_server(None)
         if server is not None:
             server.stop()
+        shared = worker_database()
+        use_worker_database(None)
+        if shared is not None:
+            shared.dispose()
 
 
 def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
