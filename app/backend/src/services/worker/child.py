@@ -29,7 +29,6 @@ from services.execution.errors import ErrorCode
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.forked import ForkedSubstrate, ForkServer
 from services.executors.local import executor_environment
-from services.executors.selection import build_substrate
 from services.repos.integration_store import IntegrationStore
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 from services.telemetry import tracing
@@ -68,6 +67,9 @@ def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
         # the same environment as an exec'ed child's (LocalSubstrate), forked warm
         substrate = ForkedSubstrate(server, executor_environment(environment))
     else:
+        # the Kubernetes client (about 40 MB) is imported only by a worker that needs it
+        from services.executors.selection import build_substrate
+
         substrate = build_substrate(settings, environment, github_token=github_token,
                                     handed=handed_secrets(settings, execution_id, db))
     handle = substrate.launch(execution_id)

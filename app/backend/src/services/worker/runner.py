@@ -17,7 +17,6 @@ import signal
 from services.db.session import open_database
 from services.execution.errors import ConfigError
 from services.executors.forked import ForkServer
-from services.executors.selection import kube_api_client
 from services.settings import ExecutorKind, StudioSettings, process_environment
 from services.worker.celery_app import build_celery
 from services.worker.celery_config import node_name
@@ -39,6 +38,8 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
     if settings.executor is ExecutorKind.KUBERNETES:
+        from services.executors.selection import kube_api_client  # only this worker needs it
+
         kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
     check_database(settings)
