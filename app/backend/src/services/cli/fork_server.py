@@ -89,20 +89,23 @@ def serve(control: socket.socket) -> None:
                 os.read(read_end, 4096)
                 continue
             try:
-                message, fds, _, _ = socket.recv_fds(control, 4096, 1)
+                message, fds, flags, _ = socket.recv_fds(control, 4096, 2)
             except OSError:
-                message, fds = b"", []
+                message, fds, flags = b"", [], 0
             if not message:  # the worker closed it (or died): stop, children die with us
                 return
+            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):  # more than a request holds
+                fds, message = [*fds, -1], b""
             _fork_one(message, fds, channels, server_pid)
         _reap(channels)
 
 
 def _fork_one(message: bytes, fds: list[int], channels: dict[int, socket.socket],
               server_pid: int) -> None:
-    if len(fds) != 1:
+    if len(fds) != 1:  # a request hands exactly one socket: anything else is ignored
         for fd in fds:
-            os.close(fd)
+            if fd >= 0:
+                os.close(fd)
         return
     channel = socket.socket(fileno=fds[0])
     try:
