@@ -23,8 +23,9 @@ UNKNOWN_ID = "3d6f0b9e-0000-4000-8000-00000000f0f0"
 PATIENCE_S = 60.0
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def server() -> Iterator[ForkServer]:
+    """One server for the module: each test also shows it survived the ones before."""
     started = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
     yield started
     started.stop()

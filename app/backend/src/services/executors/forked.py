@@ -71,20 +71,24 @@ def server_environment(source: Mapping[str, str]) -> dict[str, str]:
 class ForkServer:
     """The worker's warm process and the control socket to it (one per worker)."""
 
-    def __init__(self, process: subprocess.Popen[bytes], control: socket.socket) -> None:
+    def __init__(self, process: subprocess.Popen[bytes], control: socket.socket, *,
+                 timeout_s: float = START_TIMEOUT_S) -> None:
         self._process = process
         self._control = control
         self._lock = threading.Lock()
+        self._ready = False
+        self._timeout_s = timeout_s
 
     @property
     def pid(self) -> int:
         return self._process.pid
 
     @classmethod
-    def start(cls, environment: Mapping[str, str], *,
+    def start(cls, environment: Mapping[str, str], *, wait: bool = True,
               timeout_s: float = START_TIMEOUT_S) -> ForkServer:
-        """Start the server and wait until it has imported everything. Call it from a
-        long-lived thread (the worker's main thread): the server dies with that thread."""
+        """Start the server; with ``wait``, wait until it has imported everything (otherwise
+        the first fork does: the worker starts consuming meanwhile). Call it from a long-lived
+        thread (the worker's main thread): the server dies with that thread."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
@@ -98,20 +102,29 @@ class ForkServer:
                                  details={"reason": "spawn_failed"}) from exc
         finally:
             theirs.close()
-        ours.settimeout(timeout_s)
+        server = cls(process, ours, timeout_s=timeout_s)
+        if wait:
+            with server._lock:
+                server._await_ready()
+        return server
+
+    def _await_ready(self) -> None:
+        """Wait for the server's ``ready`` (once; under the lock)."""
+        if self._ready:
+            return
+        self._control.settimeout(self._timeout_s)
         try:
-            ready = ours.recv(64)
+            ready = self._control.recv(64)
         except OSError:
             ready = b""
         if ready != READY:
-            process.kill()
-            process.wait()
-            ours.close()
+            self._process.kill()
+            self._process.wait()
             raise SubstrateError("the fork server did not start",
                                  details={"reason": "spawn_failed"})
-        ours.settimeout(None)
-        log.info("fork server: pid %d ready", process.pid)
-        return cls(process, ours)
+        self._control.settimeout(None)
+        self._ready = True
+        log.info("fork server: pid %d ready", self._process.pid)
 
     def alive(self) -> bool:
         return self._process.poll() is None
@@ -123,13 +136,14 @@ class ForkServer:
         try:
             request = json.dumps({"execution_id": execution_id}).encode()
             with self._lock:
+                self._await_ready()
                 socket.send_fds(self._control, [request], [child.fileno()])
             child.close()
             slot.settimeout(REPLY_TIMEOUT_S)
             pid = int(json.loads(_read_line(slot, bytearray()))["pid"])
             payload = json.dumps({"env": dict(environment)}).encode()
             slot.sendall(LENGTH.pack(len(payload)) + payload)
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+        except (OSError, ValueError, KeyError, TypeError, SubstrateError) as exc:
             slot.close()
             child.close()
             raise SubstrateError(f"the fork server did not start the execution: {exc}",

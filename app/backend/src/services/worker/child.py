@@ -25,7 +25,7 @@ import logging
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
 from services.db.session import Database
-from services.execution.errors import ErrorCode
+from services.execution.errors import ErrorCode, SubstrateError
 from services.executors.base import Handle, Substrate, SubstrateStatus
 from services.executors.forked import ForkedSubstrate, ForkServer
 from services.executors.local import executor_environment
@@ -72,7 +72,17 @@ def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
 
         substrate = build_substrate(settings, environment, github_token=github_token,
                                     handed=handed_secrets(settings, execution_id, db))
-    handle = substrate.launch(execution_id)
+    try:
+        handle = substrate.launch(execution_id)
+    except SubstrateError:
+        if not isinstance(substrate, ForkedSubstrate):
+            raise
+        log.warning("worker: the fork server could not start execution %s; exec'ing it",
+                    execution_id)
+        from services.executors.selection import build_substrate
+
+        substrate = build_substrate(settings, environment, github_token=github_token)
+        handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
         return _supervise_job(substrate, handle, db)
     status = SubstrateStatus.RUNNING

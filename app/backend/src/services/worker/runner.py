@@ -45,7 +45,7 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     check_database(settings)
     check_broker(app, settings)
     # from this (main, long-lived) thread, before any other: it dies with the worker
-    server = (ForkServer.start(process_environment())
+    server = (ForkServer.start(process_environment(), wait=False)
               if settings.executor is ExecutorKind.LOCAL else None)
     use_fork_server(server)
     use_worker_database(open_database(settings))
