@@ -15,7 +15,13 @@ from services.db.models import NodeExecution
 from services.db.status import FINAL_STATUSES
 from services.db.triggers import IDLE
 from tests.integration.celery_fixtures import claimed_broker
-from tests.integration.triggers.world import REPO, World, trigger_world, wait_for
+from tests.integration.triggers.world import (
+    REPO,
+    SLOW_REPO,
+    World,
+    trigger_world,
+    wait_for,
+)
 from tests.support import webhooks
 
 pytestmark = pytest.mark.slow
@@ -143,3 +149,25 @@ def test_a_review_command_on_a_fork_pull_request_is_refused(world: World) -> Non
     assert _reviews_of(world, number) == [] and world.github.reviews.of(number) == []
     [refusal] = world.issues.comments_on(number, "studio-feedback: refusal")
     assert "fork" in refusal.body
+
+
+def test_the_review_setting_through_the_admin_api_and_the_cli(world: World) -> None:
+    body = {"repo_url": world.host.url(SLOW_REPO), "provider": "codex"}
+    with world.api.client(world.api.admin) as client:
+        for bad in ("yes", 1, None, {"on": True}, ["true"]):
+            answer = client.put(f"/api/triggers/{SLOW_REPO}", json={**body, "review": bad})
+            assert answer.status_code == 422, (bad, answer.text)
+            assert answer.json()["error"]["code"] == "invalid_arguments"
+        stored = client.put(f"/api/triggers/{SLOW_REPO}", json=body)  # positive control
+        assert stored.status_code == 200 and stored.json()["review"] is False  # off by default
+        on = client.put(f"/api/triggers/{SLOW_REPO}", json={**body, "review": True})
+        assert on.json()["review"] is True
+        listed = client.get("/api/triggers").json()["triggers"]
+        assert {t["repository"]: t["review"] for t in listed}[SLOW_REPO] is True
+    done = world.studio("triggers", "set", SLOW_REPO, "--repo-url", world.host.url(SLOW_REPO),
+                        "--provider", "codex", "--no-review")
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["review"] is False
+    done = world.studio("triggers", "set", SLOW_REPO, "--repo-url", world.host.url(SLOW_REPO),
+                        "--provider", "codex", "--review")
+    assert done.returncode == 0 and json.loads(done.stdout)["review"] is True

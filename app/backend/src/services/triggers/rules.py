@@ -44,7 +44,7 @@ class TriggerConfig(BaseModel):
     replay_script: dict[str, Any] | None = Field(
         default=None, description="The replay provider's script (only for replay).")
     enabled: bool = True
-    review: bool = Field(default=False, description=(
+    review: bool = Field(default=False, strict=True, description=(
         "A pull request opened, pushed to or reopened starts a review execution."))
 
     @field_validator("label", "assignee", "command")
