@@ -27,6 +27,7 @@ from tests.support import webhooks
 pytestmark = pytest.mark.slow
 
 OWNER = "maintainer"  # write permission
+READER = "reader"
 BUGGY = "def mean(values):\n    return sum(values) / (len(values) - 1)\n"
 FINDING = {"path": "stats.py", "line": 2, "severity": "major", "title": "mean() divides by n - 1",
            "body": "The mean of [2, 4] is 3, this gives 6."}
@@ -42,7 +43,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
     root = tmp_path_factory.mktemp("review-triggers")
     with claimed_broker() as broker, trigger_world(root, f"sqlite:///{root / 'studio.db'}",
                                                    broker) as built:
-        built.issues.permissions.update({OWNER: "maintain"})
+        built.issues.permissions.update({OWNER: "maintain", READER: "read"})
         yield built
 
 
@@ -138,17 +139,20 @@ def test_pull_request_events_and_the_review_command_start_reviews_through_the_sl
     assert world.issues.comments_on(number, "studio-feedback") == []
 
 
-def test_a_review_command_on_a_fork_pull_request_is_refused(world: World) -> None:
+def test_a_review_asked_on_a_fork_or_by_a_reader_is_refused(world: World) -> None:
     world.commit_files(REPO, "from-fork", {"stats.py": BUGGY})
     number = world.github.add_pull("acme", "widgets", "from-fork", "main").number
     world.issues.forks[number] = world.host.url(REPO)
     command = _deliver(world, "issue_comment",
                        webhooks.pr_comment(REPO, number, "/studio review", OWNER, 9002))
-    assert _settled(world, [command]) == ["refused"]
+    reader = _deliver(world, "issue_comment",
+                      webhooks.pr_comment(REPO, number, "/studio review", READER, 9003))
+    assert _settled(world, [command, reader]) == ["refused", "refused"]
     assert "fork" in (world.delivery(command).detail or "")
+    assert "'read' permission" in (world.delivery(reader).detail or "")
     assert _reviews_of(world, number) == [] and world.github.reviews.of(number) == []
-    [refusal] = world.issues.comments_on(number, "studio-feedback: refusal")
-    assert "fork" in refusal.body
+    refusals = world.issues.comments_on(number, "studio-feedback: refusal")
+    assert len(refusals) == 2 and "fork" in refusals[0].body + refusals[1].body
 
 
 def test_the_review_setting_through_the_admin_api_and_the_cli(world: World) -> None:
