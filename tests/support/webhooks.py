@@ -67,3 +67,15 @@ def review(repository: str, number: int, text: str, sender: str) -> dict[str, An
     return {"action": "submitted", "pull_request": {"number": number},
             "review": {"id": 77, "body": text, "state": "commented"},
             "repository": _repository(repository), "sender": {"login": sender}}
+
+
+def pull_request(repository: str, number: int, action: str, sender: str, *,
+                 head_repo: str | None = None, head_sha: str = "0" * 40,
+                 branch: str = "feature") -> dict[str, Any]:
+    """A ``pull_request`` delivery; ``head_repo`` another repository for a fork's."""
+    head = _repository(head_repo or repository)
+    return {"action": action, "number": number,
+            "pull_request": {"number": number, "state": "open", "title": "PR",
+                             "head": {"ref": branch, "sha": head_sha, "repo": head},
+                             "base": {"ref": "main", "repo": _repository(repository)}},
+            "repository": _repository(repository), "sender": {"login": sender}}

@@ -41,7 +41,7 @@ def test_the_triggers_section_shows_hostile_deliveries_as_text(studio: ApiServer
                                                                 browser: WebDriver) -> None:
     with studio.client(studio.admin) as client:
         answer = client.put(f"/api/triggers/{REPO}", json={
-            "repo_url": studio.repo_url, "provider": "codex", "label": "studio"})
+            "repo_url": studio.repo_url, "provider": "codex", "label": "studio", "review": True})
         assert answer.status_code == 200, answer.text
         refused = client.put(f"/api/triggers/{REPO}", json={
             "repo_url": studio.repo_url, "provider": "codex", "label": HOSTILE})
@@ -58,4 +58,6 @@ def test_the_triggers_section_shows_hostile_deliveries_as_text(studio: ApiServer
     shown = text(browser, "deliveries")
     assert HOSTILE in shown and "ignored" in shown  # the markup as text
     assert "codex" in text(browser, "triggers")
+    review = browser.find_elements("css selector", "#triggers td[data-label='review']")
+    assert [cell.text for cell in review] == ["yes"]
     assert nothing_injected_ran(browser)

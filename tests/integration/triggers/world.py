@@ -128,6 +128,33 @@ class World:
         git("update-ref", f"refs/heads/{branch}", commit)
         return commit
 
+    def commit_files(self, repo: str, branch: str, files: dict[str, str],
+                     start: str = "main") -> str:
+        """Someone commits ``files`` on ``branch`` (made from ``start`` when it does not exist
+        yet) in the bare repository; answers the new head."""
+        bare = str(self.host.bare(repo))
+        index = self.root / f"index-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "GIT_AUTHOR_NAME": "Dev", "GIT_AUTHOR_EMAIL": "d@x.invalid",
+               "GIT_COMMITTER_NAME": "Dev", "GIT_COMMITTER_EMAIL": "d@x.invalid",
+               "GIT_INDEX_FILE": str(index)}
+
+        def git(*args: str, stdin: str | None = None) -> str:
+            return subprocess.run(["git", f"--git-dir={bare}", *args], env=env, check=True,
+                                  input=stdin, capture_output=True, text=True).stdout.strip()
+
+        parent = subprocess.run(["git", f"--git-dir={bare}", "rev-parse", "--verify", "-q",
+                                 f"refs/heads/{branch}"], capture_output=True, text=True,
+                                check=False).stdout.strip() or git("rev-parse",
+                                                                   f"refs/heads/{start}")
+        git("read-tree", parent)
+        for name, content in files.items():
+            blob = git("hash-object", "-w", "--stdin", stdin=content)
+            git("update-index", "--add", "--cacheinfo", f"100644,{blob},{name}")
+        commit = git("commit-tree", git("write-tree"), "-p", parent, "-m", f"change {branch}")
+        git("update-ref", f"refs/heads/{branch}", commit)
+        index.unlink(missing_ok=True)
+        return commit
+
     def logs(self) -> str:
         return "\n".join(f"--- {w.log_path.name}\n{w.log()}" for w in self.workers) + \
             "\n--- api\n" + "".join(self.api.log[-80:])

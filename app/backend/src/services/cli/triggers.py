@@ -48,6 +48,9 @@ def set_trigger(
         "--limit", help="KEY=VALUE per-run limit (repeatable).")] = None,
     script: Annotated[Path | None, typer.Option(help="Replay script (replay only).")] = None,
     enabled: Annotated[bool, typer.Option("--enabled/--disabled")] = True,
+    review: Annotated[bool, typer.Option(
+        "--review/--no-review",
+        help="Review pull requests when opened, pushed to or reopened.")] = False,
 ) -> None:
     """Store the repository's trigger (comment text never changes these settings)."""
     from pydantic import ValidationError
@@ -65,7 +68,7 @@ def set_trigger(
         config = rules.TriggerConfig(repo_url=repo_url, provider=provider, model=model,
                                      label=label or None, assignee=assignee, command=command,
                                      limits=_limits(limit or []), replay_script=replay,
-                                     enabled=enabled)
+                                     enabled=enabled, review=review)
         row = rules.put(db, get_settings(), repository, config)
         typer.echo(json.dumps(rules.described(row), separators=(",", ":")))
     except ValidationError as exc:

@@ -8,7 +8,11 @@ repository's trigger (:class:`TriggerRule`):
   work item (the issue's title and body become the prompt);
 * ``issue_comment`` ``created`` on a pull request, ``pull_request_review_comment`` ``created``
   (with its file and line) and ``pull_request_review`` ``submitted`` whose text starts with the
-  trigger's command: a **follow-up** (the comment, without the command, joins the prompt).
+  trigger's command: a **follow-up** (the comment, without the command, joins the prompt);
+  the command followed by the word ``review`` (``/studio review``): a **review** of the pull
+  request instead (whatever the trigger's ``review`` setting; the rest of the text is ignored);
+* ``pull_request`` ``opened``, ``synchronize`` or ``reopened`` when the trigger has ``review``
+  on, on a pull request whose head is in the repository itself (not a fork): a **review**.
 
 Everything else is ``ignored`` (with the reason); ``ping`` is answered.
 """
@@ -19,7 +23,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 QUEUED, IGNORED, PING = "queued", "ignored", "ping"
-ISSUE, FOLLOW_UP = "issue", "follow_up"
+ISSUE, FOLLOW_UP, REVIEW = "issue", "follow_up", "review"
+REVIEW_ACTIONS = ("opened", "synchronize", "reopened")
+REVIEW_WORD = "review"
 MAX_TEXT = 20_000  # characters of an issue body or comment kept for the prompt
 
 
@@ -30,6 +36,7 @@ class TriggerRule:
     label: str | None = "studio"
     assignee: str | None = None
     command: str = "/studio"
+    review: bool = False
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,9 @@ def _follow_up(base: dict[str, Any], number: int | None, text: str | None, react
         return Classified(IGNORED, "no pull request number", **base)
     if text is None:
         return Classified(IGNORED, "not a command", number=number, **base)
+    if text.split(maxsplit=1)[:1] == [REVIEW_WORD]:
+        return Classified(QUEUED, "review command", number=number, work={
+            "kind": REVIEW, "number": number, "react": react}, **base)
     comment = {"author": base["sender"], "text": text, **where}
     return Classified(QUEUED, "command", number=number, work={
         "kind": FOLLOW_UP, "number": number, "comments": [comment], "react": react}, **base)
@@ -157,5 +167,22 @@ def _review(payload: Any, rule: TriggerRule, base: dict[str, Any]) -> Classified
     return _follow_up(base, number, text, {"target": "issue", "id": number})
 
 
-_HANDLERS = {"issues": _issue, "issue_comment": _issue_comment,
+def _pull_request(payload: Any, rule: TriggerRule, base: dict[str, Any]) -> Classified:
+    number = _int(payload, "pull_request", "number")
+    if number is None:
+        return Classified(IGNORED, "no pull request number", **base)
+    if base["action"] not in REVIEW_ACTIONS:
+        return Classified(IGNORED, f"pull_request {base['action']!r} starts nothing",
+                          number=number, **base)
+    if not rule.review:
+        return Classified(IGNORED, "review is off for this repository", number=number, **base)
+    head_repo = _text(payload, "pull_request", "head", "repo", "full_name")
+    if head_repo is None or head_repo.lower() != base["repository"]:
+        # a fork (or a deleted one): no automatic review; nobody asked, so nothing is said
+        return Classified(IGNORED, "a pull request from a fork", number=number, **base)
+    return Classified(QUEUED, f"pull request {base['action']}", number=number, work={
+        "kind": REVIEW, "number": number, "react": {"target": "issue", "id": number}}, **base)
+
+
+_HANDLERS = {"issues": _issue, "pull_request": _pull_request, "issue_comment": _issue_comment,
              "pull_request_review_comment": _review_comment, "pull_request_review": _review}

@@ -1,5 +1,8 @@
 """What the studio says on GitHub: a start comment (with the run's link), one end comment
-(status, commit, cost, the failure's code and message), one refusal per refused delivery.
+(status, commit, cost, the failure's code and message), one refusal per refused delivery. A
+review execution gets neither a start comment nor, when it succeeded, an end comment: the
+reaction says it started and the posted review (verdict, summary, inline comments) is the
+feedback; one that did not succeed gets the usual end comment (:func:`end_comment_wanted`).
 
 Each comment carries a hidden marker naming what it is for (``<!-- studio-feedback: end ID
 -->``); :meth:`services.repos.github_issues.GitHubIssues.put_comment` edits the comment with
@@ -31,6 +34,11 @@ def _plain(text: str) -> str:
     """Untrusted-looking text made inert in Markdown (no HTML, no mentions, no links)."""
     cleaned = text.replace("<", "&lt;").replace(">", "&gt;").replace("@", "@\u200b")
     return cleaned.replace("`", "'")[:MAX_MESSAGE]
+
+
+def end_comment_wanted(kind: object, status: str) -> bool:
+    """Whether the run of a work item of ``kind`` that ended ``status`` gets an end comment."""
+    return not (kind == "review" and status == "succeeded")
 
 
 def started(issues: GitHubIssues, settings: StudioSettings, number: int,

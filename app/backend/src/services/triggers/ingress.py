@@ -45,7 +45,8 @@ def rule_for(db: Database, repository: str | None) -> TriggerRule | None:
     row = TriggerStore(db).get(repository) if repository else None
     if row is None or not row.enabled:
         return None
-    return TriggerRule(label=row.label, assignee=row.assignee, command=row.command)
+    return TriggerRule(label=row.label, assignee=row.assignee, command=row.command,
+                       review=bool(row.review))
 
 
 def receive(db: Database, settings: StudioSettings, headers: Mapping[str, str],

@@ -3,8 +3,9 @@
 In order: the kill switch (engaged: ``deferred``, started once released), the repository's
 trigger (gone or off: ``ignored``), the sender's permission on the repository (write, maintain
 or admin, asked through PyGithub and cached briefly; anyone else: one refusal comment,
-``refused``), for a follow-up the pull request (from a fork: a refusal comment, ``refused``,
-and the token is never used towards the fork; one the studio did not open: ``ignored``), then
+``refused``), for a follow-up or a review the pull request (from a fork: a refusal comment,
+``refused``, and the token is never used towards the fork; for a follow-up, one the studio did
+not open: ``ignored``; any pull request may be reviewed), then
 the slot (:func:`services.triggers.slots.start_work`: ``started`` or ``coalesced``). The
 triggering comment or issue gets an ``eyes`` reaction. A delivery already acted on (the task
 delivered twice) is left alone: the delivery is claimed first (``processing``, one
@@ -23,7 +24,7 @@ from services.repos.github_issues import GitHubIssues
 from services.settings import StudioSettings
 from services.telemetry import tracing
 from services.triggers import feedback, starting  # noqa: F401 - registers the kinds
-from services.triggers.events import FOLLOW_UP, IGNORED, QUEUED
+from services.triggers.events import FOLLOW_UP, IGNORED, QUEUED, REVIEW
 from services.triggers.github import client, may_trigger
 from services.triggers.ingress import DEFERRED
 from services.triggers.slots import Launch, start_work
@@ -90,11 +91,12 @@ def _refusal(issues: GitHubIssues, sender: str, work: dict[str, object],
     if not allowed:
         return REFUSED, (f"the sender has {permission!r} permission on this repository; "
                          "write, maintain or admin is needed to start work")
-    if work.get("kind") == FOLLOW_UP:
+    if work.get("kind") in (FOLLOW_UP, REVIEW):
         head = issues.pull_head(number)
         if head.from_fork:
-            return REFUSED, "this pull request comes from a fork: no follow-up runs on it"
-        if not head.opened_by_studio:
+            what = "follow-up" if work.get("kind") == FOLLOW_UP else "review"
+            return REFUSED, f"this pull request comes from a fork: no {what} runs on it"
+        if work.get("kind") == FOLLOW_UP and not head.opened_by_studio:
             return IGNORED, "not a pull request the studio opened"
     return None
 

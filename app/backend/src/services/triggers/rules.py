@@ -44,6 +44,8 @@ class TriggerConfig(BaseModel):
     replay_script: dict[str, Any] | None = Field(
         default=None, description="The replay provider's script (only for replay).")
     enabled: bool = True
+    review: bool = Field(default=False, strict=True, description=(
+        "A pull request opened, pushed to or reopened starts a review execution."))
 
     @field_validator("label", "assignee", "command")
     @classmethod
@@ -96,4 +98,5 @@ def described(row: GithubTrigger) -> dict[str, Any]:
     return {"repository": row.repository, "repo_url": row.repo_url, "label": row.label,
             "assignee": row.assignee, "command": row.command, "provider": row.provider,
             "model": row.model, "limits": dict(row.limits or {}),
-            "replay_script": row.replay_script is not None, "enabled": row.enabled}
+            "replay_script": row.replay_script is not None, "enabled": row.enabled,
+            "review": bool(row.review)}

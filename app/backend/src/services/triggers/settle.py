@@ -1,6 +1,7 @@
 """The triggers' reaper pass (run by every worker's reaper, and by the API without a broker).
 
-1. A ``running`` slot whose execution is final gets its end comment (once: by marker), then is
+1. A ``running`` slot whose execution is final gets its end comment (once: by marker; a review
+   that succeeded gets none: its review is the feedback), then is
    released: ``debouncing`` when work is pending, else ``idle``. A follow-up that failed with
    ``branch_moved`` is queued once more (at the new head). A slot whose execution was never
    recorded (its process died between the two) is released after :data:`ORPHAN_S`.
@@ -71,9 +72,10 @@ def _settle_running(db: Database, settings: StudioSettings, slot: Slot) -> None:
     row = ExecutionRepository(db).get(slot.execution_id)
     if row is not None and row.status not in FINAL_STATUSES:
         return
-    if row is not None and not _end_comment(db, settings, slot, row):
-        return  # GitHub unavailable for now: the next pass posts it, then releases
     work = slot.running_work or {}
+    if (row is not None and feedback.end_comment_wanted(work.get("kind"), row.status)
+            and not _end_comment(db, settings, slot, row)):
+        return  # GitHub unavailable for now: the next pass posts it, then releases
     requeue = None
     if (row is not None and row.error_code == ErrorCode.BRANCH_MOVED.value
             and work.get("kind") == FOLLOW_UP and not work.get("requeued")):

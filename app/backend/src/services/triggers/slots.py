@@ -12,7 +12,10 @@ Each arrow is one conditional UPDATE (:meth:`services.db.triggers.SlotStore.tran
 two processes that read the same slot, one moves it and the other reads it again, so two
 deliveries never both start a run. Work offered while the slot is ``running`` or ``debouncing``
 is merged into the one pending item (comments joined, in order), which starts once the run is
-final and the debounce window has passed: a storm of comments yields at most two runs.
+final and the debounce window has passed: a storm of comments (or of pushes to a pull request
+with review on) yields at most two runs. A pending ``review`` gives way to any other kind
+offered after it (a follow-up's push is reviewed in turn when review is on), and a review
+offered while other work is pending joins it without changing its kind.
 
 :func:`start_work` is the entry point for any kind of work on a pull request or issue. A kind is
 registered once with :func:`register_kind` (how to record its execution from the work item);
@@ -67,11 +70,17 @@ def debounce_s(db: Database) -> float:
     return float(SettingsRepository(db).get("trigger_debounce_s"))
 
 
+YIELDING_KINDS = ("review",)  # a pending item of these kinds gives way to another kind
+
+
 def merge(pending: Work | None, work: Work) -> Work:
-    """One pending item out of two: the first's kind and fields, every comment of both."""
+    """One pending item out of two: the first's kind and fields (unless it is a review and the
+    second is not: then the second's), every comment and delivery of both."""
     if pending is None:
         return dict(work)
-    merged = dict(pending)
+    lead = work if (pending.get("kind") in YIELDING_KINDS
+                    and work.get("kind") not in YIELDING_KINDS) else pending
+    merged = dict(lead)
     comments = list(pending.get("comments") or []) + list(work.get("comments") or [])
     merged["comments"] = comments[:MAX_COMMENTS]
     merged["deliveries"] = list(pending.get("deliveries") or []) + list(

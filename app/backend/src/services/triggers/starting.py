@@ -7,9 +7,14 @@ MCP server, network mode or setup command comes from it.
   ``Fixes #N``;
 * ``follow_up``: on the pull request's head branch at its head as GitHub has it now (the
   latest), one commit pushed fast-forward, no new pull request
-  (:class:`services.runs.request.ExecutionRequest` ``follow_up_branch``).
+  (:class:`services.runs.request.ExecutionRequest` ``follow_up_branch``);
+* ``review``: a review execution of the pull request at its head when it runs
+  (:func:`services.runs.review_start.review_request`: incremental after a posted review), with
+  the trigger's provider, model, replay script and limits; nothing of the delivery's text.
 
-Both post the start comment (with the run's link) on the issue or pull request.
+The first two post the start comment (with the run's link) on the issue or pull request; a
+review posts none (the reaction on the comment or pull request says it started, and the review
+itself is what it says on GitHub).
 """
 
 from __future__ import annotations
@@ -23,9 +28,11 @@ from services.db.session import Database
 from services.db.triggers import TriggerStore
 from services.execution.errors import ConfigError, StudioError
 from services.runs.request import ExecutionRequest, create_execution
+from services.runs.review_start import review_request
+from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 from services.triggers import feedback
-from services.triggers.events import FOLLOW_UP, ISSUE
+from services.triggers.events import FOLLOW_UP, ISSUE, REVIEW
 from services.triggers.github import client
 from services.triggers.slots import Work, register_kind
 
@@ -107,5 +114,15 @@ def create_follow_up_run(db: Database, settings: StudioSettings, repository: str
     return execution_id
 
 
+def create_review_run(db: Database, settings: StudioSettings, repository: str, number: int,
+                      work: Work) -> str:
+    row = _trigger(db, repository)
+    request = review_request(db, settings, row.repo_url, number, provider=row.provider,
+                             model=row.model, script=row.replay_script,
+                             github_repo=row.repository, limit_overrides=dict(row.limits or {}))
+    return ExecutionService(db, settings).create(request)
+
+
 register_kind(ISSUE, create_issue_run)
 register_kind(FOLLOW_UP, create_follow_up_run)
+register_kind(REVIEW, create_review_run)

@@ -39,6 +39,7 @@ class TriggerOut(BaseModel):
     limits: dict[str, Any]
     replay_script: bool = Field(description="Whether a replay script is stored.")
     enabled: bool
+    review: bool = Field(description="Pull requests opened or pushed to get a review.")
 
 
 class TriggerList(BaseModel):

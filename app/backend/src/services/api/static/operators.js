@@ -164,9 +164,10 @@
     return el("section", { "aria-labelledby": "triggers-title" },
       el("h2", { id: "triggers-title" }, "GitHub triggers"),
       rules.triggers.length ? table("triggers", ["repository", "label", "assignee", "command",
-                                                 "provider", "model", "enabled"],
+                                                 "provider", "model", "enabled", "review"],
         rules.triggers.map((t) => [t.repository, t.label, t.assignee, t.command, t.provider,
-                                   t.model, t.enabled ? "yes" : "no"]))
+                                   t.model, t.enabled ? "yes" : "no",
+                                   t.review ? "yes" : "no"]))
         : el("p", { class: "muted" }, "No repository has a trigger."),
       el("h3", {}, "Latest deliveries"),
       table("deliveries", ["received", "event", "repository", "sender", "outcome", "execution"],

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import JSON, Boolean, Integer, String, Text
+from sqlalchemy import JSON, Boolean, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
@@ -50,6 +50,8 @@ class GithubTrigger(Base):
     limits: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
     replay_script: Mapped[dict[str, Any] | None] = mapped_column(JSON)  # the replay provider's
     enabled: Mapped[bool] = mapped_column(Boolean, default=True)
+    # a pull request opened, pushed to or reopened starts a review execution (migration 0020)
+    review: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow)
     updated_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, onupdate=utcnow)
 
