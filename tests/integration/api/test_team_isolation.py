@@ -234,6 +234,17 @@ def test_lists_show_the_teams_own_and_admins_filter(world: World) -> None:
         assert [r["id"] for r in evals] == [world.ids["eval_id"]]
         assert [t["repository"] for t in client.get("/api/triggers").json()["triggers"]] == [
             world.ids["repository"]]
+        # a trigger stored by an operator belongs to its repository's team (acme/* is beta's)
+        stored = client.put("/api/triggers/acme/widgets",
+                            json={"repo_url": api.repo_url, "provider": "codex"})
+        assert stored.status_code == 200, stored.text
+        try:
+            beta = client.get("/api/triggers", params={"team": "beta"}).json()["triggers"]
+            assert {t["repository"] for t in beta} == {"acme/widgets", world.ids["repository"]}
+            alpha = client.get("/api/triggers", params={"team": "alpha"}).json()["triggers"]
+            assert alpha == []
+        finally:
+            assert client.delete("/api/triggers/acme/widgets").status_code == 204
         unknown = client.get("/api/executions", params={"team": "nobody"})
         assert unknown.status_code == 404
         hostile = client.get("/api/executions", params={"team": "<b>x</b>"})
