@@ -1,8 +1,9 @@
 """Work that starts on GitHub: ``github_deliveries``, ``github_triggers``, ``trigger_slots``.
 
-New tables only (nothing existing changes, so a database of the previous release upgrades
-without loss). The webhook secret is an ``integrations`` row of its own (kind
-``github_webhook``, encrypted like the token): no column is added.
+A trigger carries its team (``team_id``, as the tables of 0014). New tables only (nothing
+existing changes, so a database of the previous release upgrades without loss). The webhook
+secret is an ``integrations`` row of its own (kind ``github_webhook``, encrypted like the
+token): no column is added.
 
 Revision ID: 0015
 Revises: 0014
@@ -56,8 +57,10 @@ def upgrade() -> None:
         sa.Column("enabled", sa.Boolean(), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False),
+        sa.Column("team_id", sa.String(length=36), nullable=True),
         sa.PrimaryKeyConstraint("repository", name=op.f("pk_github_triggers")),
     )
+    op.create_index(op.f("ix_github_triggers_team_id"), "github_triggers", ["team_id"])
     op.create_table(
         "trigger_slots",
         sa.Column("repository", sa.String(length=200), nullable=False),
@@ -79,6 +82,7 @@ def downgrade() -> None:
     with op.batch_alter_table("trigger_slots", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_trigger_slots_state"))
     op.drop_table("trigger_slots")
+    op.drop_index(op.f("ix_github_triggers_team_id"), table_name="github_triggers")
     op.drop_table("github_triggers")
     with op.batch_alter_table("github_deliveries", schema=None) as batch_op:
         batch_op.drop_index(batch_op.f("ix_github_deliveries_outcome"))

@@ -50,9 +50,8 @@ def downgrade() -> None:
     if op.get_bind().dialect.name == "postgresql":
         op.execute(f"REVOKE UPDATE ({', '.join(EXECUTOR_COLUMNS)}) ON node_executions "
                    f"FROM {GROUP}")
-    with op.batch_alter_table("node_executions", schema=None) as batch_op:
-        batch_op.drop_index(batch_op.f("ix_node_executions_retry_at"))
-        batch_op.drop_column("operator_actions")
-        batch_op.drop_column("attempt_errors")
-        batch_op.drop_column("last_error")
-        batch_op.drop_column("retry_at")
+    # plain DROP COLUMN (SQLite >= 3.35), never a batch copy of node_executions: dropping the
+    # copied-from table would cascade to its journal (execution_events) and every child row
+    op.drop_index(op.f("ix_node_executions_retry_at"), table_name="node_executions")
+    for column in ("operator_actions", "attempt_errors", "last_error", "retry_at"):
+        op.drop_column("node_executions", column)

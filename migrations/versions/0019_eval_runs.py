@@ -2,8 +2,9 @@
 
 One ``eval_runs`` row per suite run (its matrix and concurrency in ``config``), one
 ``eval_items`` row per task, matrix cell and repeat, linked to the execution that ran it and
-holding its grade. New tables only: nothing existing changes. ``studio execute`` never reads or
-writes them (the eval process does), so the executor's group role gets no grant.
+holding its grade; a run carries its team (``team_id``, as the tables of 0014). New tables
+only: nothing existing changes. ``studio execute`` never reads or writes them (the eval process
+does), so the executor's group role gets no grant.
 
 Revision ID: 0019
 Revises: 0017
@@ -33,9 +34,11 @@ def upgrade() -> None:
         sa.Column("status", sa.String(32), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("finished_at", sa.DateTime(timezone=True), nullable=True),
+        sa.Column("team_id", sa.String(36), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_eval_runs")),
     )
     op.create_index(op.f("ix_eval_runs_created_at"), "eval_runs", ["created_at"])
+    op.create_index(op.f("ix_eval_runs_team_id"), "eval_runs", ["team_id"])
     op.create_table(
         "eval_items",
         sa.Column("id", sa.String(36), nullable=False),

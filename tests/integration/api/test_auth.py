@@ -129,7 +129,13 @@ PAST_AUTH: dict[str, tuple[int, str | None]] = {
     "GET /api/triggers/activity": OK,
     "PUT /api/triggers/{owner}/{name}": INVALID,
     "DELETE /api/triggers/{owner}/{name}": NOT_FOUND,
-    "POST /api/triggers/{owner}/{name}/pulls/{number}/follow-ups": INVALID,  # not a number
+    # the trigger is checked first (a foreign or unknown one is 404 whatever the number)
+    "POST /api/triggers/{owner}/{name}/pulls/{number}/follow-ups": NOT_FOUND,
+    "GET /api/executions/{execution_id}/review": NOT_FOUND,
+    "POST /api/executions/{execution_id}/retry": NOT_FOUND,
+    "POST /api/executions/{execution_id}/discard": NOT_FOUND,
+    "GET /api/evals": OK,
+    "GET /api/evals/{eval_id}": NOT_FOUND,
 }
 
 

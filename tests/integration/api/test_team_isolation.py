@@ -16,9 +16,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
+from sqlalchemy import update
 
+from services.db.evals import EvalRepository
+from services.db.models import NodeExecution
 from services.db.session import Database, create_db_engine
 from services.db.teams import TeamStore
+from services.db.triggers import TriggerStore
 from tests.integration.api.helpers import wait_final
 from tests.integration.api.server import ApiServer, running_api
 from tests.integration.celery_fixtures import wait_for
@@ -45,7 +49,13 @@ TEAM_LESS: dict[str, str] = {
     "PUT /api/settings/{key}": "deployment-wide tokens only (deployment_wide_only)",
     "DELETE /api/settings/{key}": "deployment-wide tokens only (deployment_wide_only)",
     "PUT /api/killswitch": "deployment-wide tokens only (deployment_wide_only)",
+    "PUT /api/triggers/{owner}/{name}": "deployment-wide tokens only (deployment_wide_only)",
+    "DELETE /api/triggers/{owner}/{name}": "deployment-wide tokens only (deployment_wide_only)",
+    "POST /api/webhooks/github": "GitHub's deliveries, authenticated by their signature, not a "
+                                 "token; the work goes to the repository's team",
 }
+# beta's trigger: a repository of its own ("name" is the MCP server's elsewhere)
+TRIGGER = {"owner": "beta-org", "name": "beta-repo", "number": "1"}
 
 
 @dataclass
@@ -131,12 +141,25 @@ def world(request: pytest.FixtureRequest,
             ids = {"execution_id": execution_id,
                    "approval_id": _pending(api, execution_id)[0]["id"],
                    "flowchart_id": flowchart.json()["id"], "run_id": run.json()["id"],
-                   "name": "beta-docs"}
+                   "name": "beta-docs", **_beta_eval_and_trigger(api)}
             wait_final(api, mine.json()["id"])
             yield World(api, alpha, beta, ids, mine.json()["id"])
     finally:
         if url is not None:
             drop_pg_database(request.getfixturevalue("pg_admin"), url)
+
+
+def _beta_eval_and_trigger(api: ApiServer) -> dict[str, str]:
+    """An eval run (``studio eval run --team beta`` records it so) and a trigger of beta."""
+    db = _db(api)
+    try:
+        beta = TeamStore(db).id_of("beta")
+        eval_id = EvalRepository(db).create_run("beta-suite", "suite", {}, team_id=beta)
+        TriggerStore(db).put("beta-org/beta-repo", repo_url=api.repo_url, command="/studio",
+                             provider="replay", limits={}, enabled=True, team_id=beta)
+    finally:
+        db.dispose()
+    return {"eval_id": eval_id, "repository": "beta-org/beta-repo"}
 
 
 def _routes(api: ApiServer) -> list[tuple[str, str]]:
@@ -168,7 +191,8 @@ def test_every_route_hides_another_teams_objects(world: World) -> None:
         route = f"{method} {template}"
         if route in TEAM_LESS:
             continue
-        path = _concrete(template, {**world.ids, "key": "max_iterations"})
+        path = _concrete(template, {**world.ids, "key": "max_iterations", **(
+            TRIGGER if template.startswith("/api/triggers/") else {})})
         if "{" in template:
             answer = _ask(api, world.alpha, method, path)
             status, body = (answer[0], answer[1]) if isinstance(answer, tuple) else (
@@ -196,6 +220,8 @@ def test_lists_show_the_teams_own_and_admins_filter(world: World) -> None:
         mine = [e["id"] for e in client.get("/api/executions").json()["executions"]]
         assert mine == [world.alpha_execution]
         assert client.get("/api/flowcharts").json()["flowcharts"] == []
+        assert client.get("/api/evals").json()["runs"] == []
+        assert client.get("/api/triggers").json()["triggers"] == []
         other = client.get("/api/executions", params={"team": "beta"}).json()["executions"]
         assert other == []
     with api.client(api.admin) as client:  # deployment-wide: everything, or one team
@@ -204,6 +230,21 @@ def test_lists_show_the_teams_own_and_admins_filter(world: World) -> None:
         beta = [e["id"] for e in client.get("/api/executions",
                                             params={"team": "beta"}).json()["executions"]]
         assert beta == [world.ids["execution_id"]]
+        evals = client.get("/api/evals", params={"team": "beta"}).json()["runs"]
+        assert [r["id"] for r in evals] == [world.ids["eval_id"]]
+        assert [t["repository"] for t in client.get("/api/triggers").json()["triggers"]] == [
+            world.ids["repository"]]
+        # a trigger stored by an operator belongs to its repository's team (acme/* is beta's)
+        stored = client.put("/api/triggers/acme/widgets",
+                            json={"repo_url": api.repo_url, "provider": "codex"})
+        assert stored.status_code == 200, stored.text
+        try:
+            beta = client.get("/api/triggers", params={"team": "beta"}).json()["triggers"]
+            assert {t["repository"] for t in beta} == {"acme/widgets", world.ids["repository"]}
+            alpha = client.get("/api/triggers", params={"team": "alpha"}).json()["triggers"]
+            assert alpha == []
+        finally:
+            assert client.delete("/api/triggers/acme/widgets").status_code == 204
         unknown = client.get("/api/executions", params={"team": "nobody"})
         assert unknown.status_code == 404
         hostile = client.get("/api/executions", params={"team": "<b>x</b>"})
@@ -227,11 +268,44 @@ def test_a_team_token_cannot_act_on_the_deployment(world: World) -> None:
     with world.api.client(world.alpha) as client:
         for method, path, body in (("PUT", "/api/killswitch", {"engaged": True}),
                                    ("PUT", "/api/settings/max_iterations", {"value": 3}),
-                                   ("GET", "/api/operator/teams", None)):
+                                   ("GET", "/api/operator/teams", None),
+                                   ("GET", "/api/triggers/activity", None),
+                                   ("DELETE", "/api/triggers/beta-org/beta-repo", None),
+                                   ("PUT", "/api/triggers/alpha-org/repo", {
+                                       "repo_url": world.api.repo_url, "provider": "replay"})):
             answer = client.request(method, path, json=body)
             assert answer.status_code == 403, answer.text
             assert answer.json()["error"]["code"] == "deployment_wide_only"
         assert client.get("/api/killswitch").json()["engaged"] is False
+    with world.api.client(world.api.admin) as client:  # the witness: beta's trigger stays
+        listed = client.get("/api/triggers").json()["triggers"]
+        assert [t["repository"] for t in listed] == ["beta-org/beta-repo"]
+        assert client.get("/api/triggers/activity").status_code == 200  # the control
+
+
+def test_another_teams_dead_letter_is_not_found(world: World) -> None:
+    api = world.api
+    created = _create(api, world.beta, QUICK)
+    assert created.status_code == 202, created.text
+    execution_id = created.json()["id"]
+    wait_final(api, execution_id)
+    db = _db(api)
+    try:  # as the retry policy leaves it after its last infrastructure error
+        with db.session() as session:
+            session.execute(update(NodeExecution).where(NodeExecution.id == execution_id)
+                            .values(status="dead_lettered", finished_at=None))
+    finally:
+        db.dispose()
+    for action in ("retry", "discard"):
+        with api.client(world.alpha) as client:
+            refused = client.post(f"/api/executions/{execution_id}/{action}")
+        assert refused.status_code == 404, refused.text
+        assert refused.json()["error"]["details"]["id"] == execution_id
+    assert _status(api, execution_id) == "dead_lettered"  # the witness: untouched
+    with api.client(world.beta) as client:  # the control: beta's own admin discards it
+        discarded = client.post(f"/api/executions/{execution_id}/discard")
+    assert discarded.status_code == 200, discarded.text
+    assert discarded.json()["status"] == "failed"
 
 
 def _decide(api: ApiServer, token: str, execution_id: str, approval_id: str) -> Any:

@@ -51,9 +51,13 @@ def run_command(
     run_id: Annotated[str | None, typer.Option(
         "--id", help="The eval run's id: an existing one is resumed.")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the JSON report.")] = False,
+    team: Annotated[str | None, typer.Option(
+        "--team", help="The team the run and its executions belong to (default: 'default'; "
+                       "a resumed run keeps its own).")] = None,
 ) -> None:
     """Run every task of SUITE in every matrix cell as an execution, grade it, report."""
     from services.cli.database import open_db
+    from services.db.teams import TeamStore, UnknownTeam
     from services.evals.errors import EvalError
     from services.evals.matrix import build_matrix
     from services.evals.runner import EvalRunner, RunnerOptions
@@ -66,6 +70,10 @@ def run_command(
     settings = get_settings()
     db = open_db()
     try:
+        try:
+            team_id = None if team is None else TeamStore(db).id_of(team)
+        except UnknownTeam as exc:
+            _fail(str(exc))
         loaded = load_suite(suite)
         matrix = build_matrix(provider, model, role, repeat)
         runner = EvalRunner(db, settings, lambda eid: dispatch_execution(eid, settings),
@@ -73,7 +81,7 @@ def run_command(
                                           on_graded=lambda key, grade: typer.echo(
                                               f"graded {key.task_id} [{key.cell} #{key.repeat}]"
                                               f": {'resolved' if grade.resolved else 'unresolved'}",
-                                              err=True)))
+                                              err=True)), team_id)
         eval_id = runner.start(loaded, matrix, run_id)
         typer.echo(f"studio eval: run {eval_id} ({len(loaded.tasks)} tasks x "
                    f"{len(matrix.cells)} cells x {matrix.repeat})", err=True)

@@ -15,8 +15,13 @@ from typing import Any
 from sqlalchemy import select, update
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import EvalItem, EvalRun
 from services.db.session import Database
+
+
+class UnknownEvalRun(NotFound):
+    what = "eval run"
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,7 @@ class RunRow:
     status: str
     created_at: datetime
     finished_at: datetime | None
+    team_id: str | None = None
 
 
 @dataclass(frozen=True)
@@ -65,7 +71,7 @@ class ItemRow:
 
 def _run_row(row: EvalRun) -> RunRow:
     return RunRow(row.id, row.suite, row.source, dict(row.config or {}), row.status,
-                  row.created_at, row.finished_at)
+                  row.created_at, row.finished_at, row.team_id)
 
 
 def _item_row(row: EvalItem) -> ItemRow:
@@ -83,9 +89,10 @@ class EvalRepository:
         self.db = db
 
     def create_run(self, suite: str, source: str, config: dict[str, Any],
-                   run_id: str | None = None) -> str:
+                   run_id: str | None = None, team_id: str | None = None) -> str:
         with self.db.session() as session:
-            row = EvalRun(suite=suite, source=source, config=config, status="running")
+            row = EvalRun(suite=suite, source=source, config=config, status="running",
+                          team_id=team_id)
             if run_id is not None:
                 row.id = run_id
             session.add(row)
@@ -97,8 +104,11 @@ class EvalRepository:
             row = session.get(EvalRun, run_id)
             return None if row is None else _run_row(row)
 
-    def runs(self, limit: int = 50) -> list[RunRow]:
+    def runs(self, limit: int = 50, team_id: str | None = None) -> list[RunRow]:
+        """The latest runs, newest first (``team_id``: that team's only)."""
         query = select(EvalRun).order_by(EvalRun.created_at.desc()).limit(limit)
+        if team_id is not None:
+            query = query.where(EvalRun.team_id == team_id)
         with self.db.session() as session:
             return [_run_row(row) for row in session.scalars(query)]
 

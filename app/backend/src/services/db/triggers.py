@@ -15,11 +15,16 @@ from typing import Any
 from sqlalchemy import func, select, update
 
 from services.db.base import utcnow
+from services.db.errors import NotFound
 from services.db.models import GithubDelivery, GithubTrigger, TriggerSlot
 from services.db.session import Database, dialect_insert
 
 IDLE, DEBOUNCING, RUNNING = "idle", "debouncing", "running"
 SLOT_STATES = (IDLE, DEBOUNCING, RUNNING)
+
+
+class UnknownTrigger(NotFound):
+    what = "trigger"
 
 
 class DeliveryStore:
@@ -89,10 +94,13 @@ class TriggerStore:
         with self.db.read_session() as session:
             return session.get(GithubTrigger, repository.lower())
 
-    def all(self) -> list[GithubTrigger]:
+    def all(self, team_id: str | None = None) -> list[GithubTrigger]:
+        """Every trigger (``team_id``: that team's only)."""
+        query = select(GithubTrigger).order_by(GithubTrigger.repository)
+        if team_id is not None:
+            query = query.where(GithubTrigger.team_id == team_id)
         with self.db.read_session() as session:
-            return list(session.scalars(select(GithubTrigger)
-                                        .order_by(GithubTrigger.repository)))
+            return list(session.scalars(query))
 
     def put(self, repository: str, **fields: Any) -> GithubTrigger:
         with self.db.session() as session:

@@ -29,6 +29,7 @@ from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.session import Database
 from services.db.status import FINAL_STATUSES, ExecutionStatus
+from services.db.teams import TeamStore
 from services.evals.errors import (
     EVAL_MISMATCH,
     NO_REPLAY_SCRIPT,
@@ -62,13 +63,14 @@ class RunnerOptions:
 
 class EvalRunner:
     def __init__(self, db: Database, settings: StudioSettings, dispatch: Dispatch,
-                 options: RunnerOptions | None = None) -> None:
+                 options: RunnerOptions | None = None, team_id: str | None = None) -> None:
         self.db = db
         self.settings = settings
         self.dispatch = dispatch
         self.options = options or RunnerOptions()
         self.evals = EvalRepository(db)
         self.executions = ExecutionRepository(db)
+        self.team_id = team_id  # a new run's team (None: the default team)
         self.service = ExecutionService(db, settings)
         self.grader = Grader(settings)
 
@@ -83,7 +85,8 @@ class EvalRunner:
                 raise EvalError(EVAL_MISMATCH, f"eval run {run_id} was started with another "
                                                "suite or matrix; it cannot resume with this one")
         else:
-            run_id = self.evals.create_run(suite.name, suite.source, config, run_id)
+            run_id = self.evals.create_run(suite.name, suite.source, config, run_id,
+                                           self.team_id or TeamStore(self.db).default_team_id())
         assert run_id is not None
         self.evals.ensure_items(run_id, [ItemKey(t.id, c.name, r) for t in suite.tasks
                                          for c in matrix.cells for r in range(matrix.repeat)])
@@ -94,6 +97,8 @@ class EvalRunner:
         row = self.evals.get_run(run_id)
         if row is None:
             raise EvalError(UNKNOWN_EVAL_RUN, f"no eval run {run_id}")
+        # its executions belong to the run's team (a resumed run keeps the team it started in)
+        self.service = ExecutionService(self.db, self.settings, team_id=row.team_id)
         cells = {c.name: c for c in matrix_from_json(row.config["matrix"]).cells}
         pending = [i for i in self.evals.items(run_id) if i.status != "graded"]
         repos = {t.id: prepare_repo(t, self.repo_root(run_id))

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from services.db.models import GithubTrigger
 from services.db.runtime_settings import LIMIT_KEYS, InvalidSettingValue, checked, validate
 from services.db.session import Database
+from services.db.teams import owning_team
 from services.db.triggers import TriggerStore
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.providers.profiles import provider_profile
@@ -91,7 +92,11 @@ def check(db: Database, settings: StudioSettings, repository: str,
 
 def put(db: Database, settings: StudioSettings, repository: str,
         config: TriggerConfig) -> GithubTrigger:
-    return TriggerStore(db).put(repository, **check(db, settings, repository, config))
+    """Store a valid trigger; it belongs to its repository's team (else ``default``), the
+    team its executions get."""
+    fields = check(db, settings, repository, config)
+    return TriggerStore(db).put(repository, **fields,
+                                team_id=owning_team(db, config.repo_url, None))
 
 
 def described(row: GithubTrigger) -> dict[str, Any]:

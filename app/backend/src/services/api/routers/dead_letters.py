@@ -4,28 +4,27 @@
 (``POST /api/executions/{id}/retry``: queued again, resumed from its checkpoint) or discards it
 (``POST /api/executions/{id}/discard``: ``failed``). Who (the bearer token's name) and when are
 recorded in its ``operator_actions``; an execution that is not dead-lettered is
-``not_dead_lettered`` (409), an unknown one 404.
+``not_dead_lettered`` (409), an unknown one, or another team's, 404 (a team's admin re-drives
+its team's only).
 """
 
 from __future__ import annotations
 
-from typing import Annotated
-
-from fastapi import APIRouter, Depends, Path, Request
+from fastapi import APIRouter, Depends, Request
 
 from services.api.auth import Scope, ScopeRequirement, TokenIdentity
 from services.api.deps import get_db, get_launcher
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE
 from services.api.killswitch import node_dispatch
 from services.api.launcher import Launcher
-from services.api.schemas import EXECUTION_ID_PATTERN, Execution
+from services.api.schemas import Execution
+from services.api.teams import visible_execution
 from services.db.executions import ExecutionRepository, UnknownExecution, execution_to_json
 from services.db.session import Database
 from services.runs.retries import discard, redrive
 
 router = APIRouter(prefix="/api/executions", tags=["dead letters"], responses=ERROR_RESPONSES)
 
-ExecutionId = Annotated[str, Path(pattern=EXECUTION_ID_PATTERN, description="An execution id.")]
 ADMIN = ScopeRequirement(Scope.ADMIN)
 
 
@@ -38,8 +37,9 @@ def _shown(db: Database, execution_id: str) -> Execution:
 
 @router.post("/{execution_id}/retry", response_model=Execution, responses=NOT_FOUND_RESPONSE)
 def retry_dead_lettered(
-    execution_id: ExecutionId, request: Request,
+    request: Request,
     identity: TokenIdentity = Depends(ADMIN),  # noqa: B008
+    execution_id: str = Depends(visible_execution),  # noqa: B008
     db: Database = Depends(get_db),  # noqa: B008
     launcher: Launcher = Depends(get_launcher),  # noqa: B008
 ) -> Execution:
@@ -52,8 +52,9 @@ def retry_dead_lettered(
 
 @router.post("/{execution_id}/discard", response_model=Execution, responses=NOT_FOUND_RESPONSE)
 def discard_dead_lettered(
-    execution_id: ExecutionId, request: Request,
+    request: Request,
     identity: TokenIdentity = Depends(ADMIN),  # noqa: B008
+    execution_id: str = Depends(visible_execution),  # noqa: B008
     db: Database = Depends(get_db),  # noqa: B008
 ) -> Execution:
     """Discard a dead-lettered execution: it ends ``failed`` (``dead_lettered``)."""

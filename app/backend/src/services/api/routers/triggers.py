@@ -1,6 +1,11 @@
 """Triggers (``admin``): per repository, what starts work on GitHub and with which settings;
 the recorded deliveries and the slots. A follow-up on a pull request (``run``) goes through the
 same slot as a ``/studio`` comment.
+
+Teams: a trigger belongs to its repository's team. Storing or deleting one and the deliveries
+(which are the deployment's GitHub integration's, some for no trigger) are for deployment-wide
+tokens (``deployment_wide_only``); a team's token lists its team's triggers and follows up on
+their pull requests (another team's trigger is 404).
 """
 
 from __future__ import annotations
@@ -14,8 +19,10 @@ from pydantic import BaseModel, ConfigDict, Field
 from services.api.auth import Scope, requires
 from services.api.deps import get_db, get_settings
 from services.api.errors import ERROR_RESPONSES, NOT_FOUND_RESPONSE, ApiError
+from services.api.teams import Caller, caller, check_visible, deployment_wide, list_team
+from services.db.models import GithubTrigger
 from services.db.session import Database
-from services.db.triggers import DeliveryStore, SlotStore, TriggerStore
+from services.db.triggers import DeliveryStore, SlotStore, TriggerStore, UnknownTrigger
 from services.execution.errors import ErrorCode
 from services.settings import StudioSettings
 from services.triggers import rules
@@ -26,6 +33,16 @@ router = APIRouter(prefix="/api/triggers", tags=["triggers"], responses=ERROR_RE
 
 Owner = Annotated[str, Path(pattern=r"^[A-Za-z0-9][A-Za-z0-9-]{0,38}$")]
 Name = Annotated[str, Path(pattern=r"^[A-Za-z0-9._-]{1,100}$")]
+DEPLOYMENT_WIDE = [requires(Scope.ADMIN), Depends(deployment_wide)]
+
+
+async def visible_trigger(request: Request, owner: Owner, name: Name,
+                          who: Caller = Depends(caller)) -> str:  # noqa: B008
+    """The repository (``owner/name``) of a trigger the caller's team sees, else 404."""
+    repository = f"{owner}/{name}".lower()
+    await anyio.to_thread.run_sync(check_visible, request.app.state.db, who, GithubTrigger,
+                                   GithubTrigger.repository, repository, UnknownTrigger)
+    return repository
 
 
 class TriggerOut(BaseModel):
@@ -84,12 +101,14 @@ class FollowUpOut(BaseModel):
 
 
 @router.get("", response_model=TriggerList, dependencies=[requires(Scope.ADMIN)])
-def list_triggers(db: Database = Depends(get_db)) -> TriggerList:  # noqa: B008
+def list_triggers(db: Database = Depends(get_db),  # noqa: B008
+                  team_id: str | None = Depends(list_team)) -> TriggerList:  # noqa: B008
+    """The triggers of the caller's team."""
     return TriggerList(triggers=[TriggerOut(**rules.described(row))
-                                 for row in TriggerStore(db).all()])
+                                 for row in TriggerStore(db).all(team_id)])
 
 
-@router.get("/activity", response_model=TriggerState, dependencies=[requires(Scope.ADMIN)])
+@router.get("/activity", response_model=TriggerState, dependencies=DEPLOYMENT_WIDE)
 def activity(db: Database = Depends(get_db)) -> TriggerState:  # noqa: B008
     """The latest deliveries (newest first) and every slot."""
     deliveries = [DeliveryOut(id=d.id, event=d.event, action=d.action, repository=d.repository,
@@ -104,7 +123,7 @@ def activity(db: Database = Depends(get_db)) -> TriggerState:  # noqa: B008
     return TriggerState(deliveries=deliveries, slots=slots)
 
 
-@router.put("/{owner}/{name}", response_model=TriggerOut, dependencies=[requires(Scope.ADMIN)])
+@router.put("/{owner}/{name}", response_model=TriggerOut, dependencies=DEPLOYMENT_WIDE)
 def put_trigger(owner: Owner, name: Name, body: rules.TriggerConfig,
                 db: Database = Depends(get_db),  # noqa: B008
                 settings: StudioSettings = Depends(get_settings),  # noqa: B008
@@ -115,7 +134,7 @@ def put_trigger(owner: Owner, name: Name, body: rules.TriggerConfig,
 
 
 @router.delete("/{owner}/{name}", status_code=204, responses=NOT_FOUND_RESPONSE,
-               dependencies=[requires(Scope.ADMIN)])
+               dependencies=DEPLOYMENT_WIDE)
 def delete_trigger(owner: Owner, name: Name,
                    db: Database = Depends(get_db)) -> None:  # noqa: B008
     if not TriggerStore(db).delete(f"{owner}/{name}"):
@@ -125,15 +144,13 @@ def delete_trigger(owner: Owner, name: Name,
 @router.post("/{owner}/{name}/pulls/{number}/follow-ups", status_code=202,
              response_model=FollowUpOut, responses=NOT_FOUND_RESPONSE,
              dependencies=[requires(Scope.RUN)])
-async def follow_up(owner: Owner, name: Name, body: FollowUpCreate, request: Request,
+async def follow_up(body: FollowUpCreate, request: Request,
                     number: Annotated[int, Path(ge=1, le=10**9)],
+                    repository: str = Depends(visible_trigger),  # noqa: B008
                     db: Database = Depends(get_db),  # noqa: B008
                     settings: StudioSettings = Depends(get_settings),  # noqa: B008
                     ) -> FollowUpOut:
     """A follow-up on pull request ``number`` (the trigger's settings; through its slot)."""
-    repository = f"{owner}/{name}".lower()
-    if TriggerStore(db).get(repository) is None:
-        raise ApiError(f"no trigger for {repository}", code=ErrorCode.NOT_FOUND)
     work = {"kind": FOLLOW_UP, "number": number,
             "comments": [{"author": "api", "text": body.prompt}]}
     offered = await anyio.to_thread.run_sync(

@@ -180,6 +180,7 @@
         busy.map((slot) => [slot.repository + "#" + slot.number, slot.state, slot.execution_id,
                             slot.pending_comments]))
         : el("p", { class: "muted" }, "None."));
+  }
 
   // Each team's UTC month against its monthly budget (text cells only).
   async function teamsSection() {
@@ -198,6 +199,7 @@
       el("table", { class: "stacked" }, el("thead", {}, el("tr", {}, ...["team", "spent",
         "monthly budget", "used", "alerts"].map((name) => el("th", { scope: "col" }, name)))),
          body));
+  }
 
   // Executions whose every attempt ended with an infrastructure error: retried (from their
   // checkpoint) or discarded by an admin. Every value is shown as text.

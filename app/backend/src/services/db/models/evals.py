@@ -10,11 +10,13 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
 from services.db.models.flowcharts import new_id
+from services.db.models.team_owned import TeamOwned
 
 
-class EvalRun(Base):
+class EvalRun(TeamOwned, Base):
     """A suite run over a matrix of providers, models and roles (``config``: the matrix, the
-    concurrency, the suite's fingerprint), ``running`` until every item is graded."""
+    concurrency, the suite's fingerprint), ``running`` until every item is graded; it belongs to
+    the team of whoever started it (``studio eval run --team``), as do its executions."""
 
     __tablename__ = "eval_runs"
 

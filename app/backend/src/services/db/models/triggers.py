@@ -10,6 +10,7 @@ from sqlalchemy import JSON, Boolean, Integer, String, Text, false
 from sqlalchemy.orm import Mapped, mapped_column
 
 from services.db.base import Base, UTCDateTime, utcnow
+from services.db.models.team_owned import TeamOwned
 
 
 class GithubDelivery(Base):
@@ -34,9 +35,10 @@ class GithubDelivery(Base):
     traceparent: Mapped[str | None] = mapped_column(String(100))
 
 
-class GithubTrigger(Base):
+class GithubTrigger(TeamOwned, Base):
     """What starts work on one repository (``owner/name``) and with which settings: comment
-    text never chooses the provider, the model, the limits or the network."""
+    text never chooses the provider, the model, the limits or the network. It belongs to its
+    repository's team (as stored), as do the executions it starts."""
 
     __tablename__ = "github_triggers"
 
