@@ -92,7 +92,7 @@ def test_a_finalization_tried_three_times_reads_the_journal_once_after_the_loop(
     execution_id = _create(db, settings, world)
     with database_use() as use:
         outcome = execute_execution(execution_id, settings=settings, db=db)
-    assert outcome.status == "failed", outcome
+    assert outcome.status == "queued", outcome  # an infrastructure error: retried later
     kinds = [e.kind for e in ExecutionRepository(db).events(execution_id)]
     assert kinds.count("finished") == 1  # the loop's: the failed finalization adds none
     assert sum(1 for k in kinds if k == "finalize") >= 3  # the positive control: three tries

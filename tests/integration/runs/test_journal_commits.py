@@ -54,6 +54,12 @@ class Transaction:
                    for s in self.statements)
 
     @property
+    def team_charge(self) -> bool:
+        """A call's charge to its team's month (services.db.team_budget: its own transaction,
+        beside the journal's commit; see the closing notes of issue 29)."""
+        return any("team_spend" in s for s in self.statements) and not self.journal
+
+    @property
     def lease(self) -> bool:
         """A lease claim or renewal (the heartbeat thread runs on its own clock)."""
         return any("lease_expires_at" in s and "event_seq" not in s for s in self.statements)
@@ -153,7 +159,9 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
                 reader.join(30)
         assert outcome.status == "succeeded", outcome
 
-    writes = [t for t in log.committed if t.wrote and not t.lease]
+    charges = [t for t in log.committed if t.wrote and t.team_charge]
+    assert len(charges) <= TURNS + 1  # at most one per model call, never per event
+    writes = [t for t in log.committed if t.wrote and not t.lease and not t.team_charge]
     first = next(i for i, t in enumerate(writes) if t.journal)
     # the loop's commits run until the execution moves to finalizing (a status update); the
     # finalization steps journal their own events after it

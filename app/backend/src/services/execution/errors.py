@@ -128,7 +128,6 @@ ERROR_KINDS: dict[ErrorCode, ErrorKind] = {
     ErrorCode.MCP_SERVER_CRASHED: _I,
     ErrorCode.INTEGRATION_UNAVAILABLE: _I,  # GitHub or an MCP server unreachable
     ErrorCode.SUBSTRATE_ERROR: _I,  # executor pod evicted, image not pullable, process lost
-    ErrorCode.SANDBOX_UNAVAILABLE: _I,
     ErrorCode.COMMAND_TIMEOUT: _I,
     ErrorCode.SEARCH_TIMEOUT: _I,
     ErrorCode.INTERRUPTED: _I,
@@ -159,7 +158,9 @@ ERROR_KINDS: dict[ErrorCode, ErrorKind] = {
         ErrorCode.NOT_DEAD_LETTERED,
         ErrorCode.TOOL_NOT_ALLOWED, ErrorCode.REVIEW_INVALID, ErrorCode.CONTEXT_EXHAUSTED,
         ErrorCode.BRANCH_MOVED, ErrorCode.REPOSITORY_NOT_IN_TEAM,
-        ErrorCode.SELF_APPROVAL_REFUSED, ErrorCode.DEPLOYMENT_WIDE_ONLY)},
+        ErrorCode.SELF_APPROVAL_REFUSED, ErrorCode.DEPLOYMENT_WIDE_ONLY,
+        # this host's sandbox cannot do what the run needs: the same on the next attempt
+        ErrorCode.SANDBOX_UNAVAILABLE)},
 }
 """Every code's kind (a unit test fails on a code without one; docs/sphinx/fault_tolerance.rst
 shows the same table). A code added later, in a release that does not know it, is read as

@@ -417,7 +417,11 @@ class DurableRun:
         a ``finished`` event unless the loop already wrote one (finalization failed)."""
         failed = _failed_run(row, error)
         ended = recorded_run(self.id, failed.provider, failed.model, self._journal()) is not None
-        return self._end(failed, None, row.branch, None if ended else failed.summary())
+        # an integration error raised as not retryable (a GitHub 4xx, an origin the
+        # integration does not serve) gives the same answer next time: no retry
+        retry = error.retryable or error.code is not ErrorCode.INTEGRATION_UNAVAILABLE
+        return self._end(failed, None, row.branch, None if ended else failed.summary(),
+                         retry=retry)
 
     def _pause(self, branch: str | None, run: RunResult | None = None) -> ExecutionOutcome:
         """The kill switch stopped this attempt before a model or tool call: back to
@@ -435,14 +439,15 @@ class DurableRun:
                                         "resumes it)")
 
     def _end(self, run: RunResult, finalized: Finalized | None, branch: str | None,
-             event: dict[str, Any] | None = None) -> ExecutionOutcome:
+             event: dict[str, Any] | None = None, retry: bool = True) -> ExecutionOutcome:
         """The attempt's end on its row, fenced by its lease; ``event``: the data of the
-        ``finished`` event to append first (a run that failed before its loop wrote one)."""
+        ``finished`` event to append first (a run that failed before its loop wrote one);
+        ``retry``: whether an infrastructure error may queue it again."""
         fields = end_fields(run, self.redactor)
         raw = (run.error or {}).get("retry_after")
         status = end_execution(
             self.db, self.id, fields, event, epoch=self.lease.epoch, redactor=self.redactor,
-            update=lambda values: self.lease.update(**values),
+            update=lambda values: self.lease.update(**values), retry=retry,
             retry_after=float(raw) if isinstance(raw, int | float) else None)
         record.attempt_ended(self.provider, run.outcome.value, status,
                              time.monotonic() - self.started)
