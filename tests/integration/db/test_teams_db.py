@@ -3,12 +3,14 @@ claim's per-team concurrency limit and its order within a team, the monthly ledg
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
+from sqlalchemy import delete
 
 from services.db.leases import LeaseStore
-from services.db.models import NodeExecution
+from services.db.models import NodeExecution, Team
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import Database
 from services.db.team_admission import due
@@ -37,6 +39,32 @@ def test_repository_patterns_pick_the_most_specific_team(db: Database) -> None:
     default = owning_team(db, "https://git.example/other/web", None)
     assert store.names()[default] == "default"  # deployment-wide work on a free repository
     assert repository_slug("/srv/repos/acme/web.git") == "acme/web"
+
+
+def test_first_executions_at_once_share_one_default_team(db: Database) -> None:
+    """A database made without the migration's ``default`` row (or whose default was renamed
+    away): eight threads creating the first executions at once all get the one ``default`` team
+    (the CI run found two flowchart nodes racing to insert it: a unique violation)."""
+    with db.session() as session:
+        session.execute(delete(Team).where(Team.name == "default"))
+    barrier = threading.Barrier(8)
+    found: list[str] = []
+    errors: list[BaseException] = []
+
+    def first() -> None:
+        try:
+            barrier.wait(10)
+            found.append(TeamStore(db).default_team_id())
+        except BaseException as error:  # noqa: BLE001 (the witness: any error is the bug)
+            errors.append(error)
+
+    threads = [threading.Thread(target=first) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(30)
+    assert errors == [] and len(found) == 8
+    assert len(set(found)) == 1 and TeamStore(db).names()[found[0]] == "default"
 
 
 @pytest.mark.parametrize("name", ["", "A", "-x", "x" * 65, "a b", "<b>x</b>", "a\x00", "é"])

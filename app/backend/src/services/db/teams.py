@@ -27,7 +27,7 @@ from services.db.models import (
     Team,
     TeamRepository,
 )
-from services.db.session import Database
+from services.db.session import Database, dialect_insert
 from services.execution.errors import ErrorCode, StudioError
 
 TEAM_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -211,14 +211,16 @@ class TeamStore:
     def default_team_id(self) -> str:
         """The ``default`` team's id (made when missing: a database created at this revision
         has it from the migration; this covers one whose default team was renamed away)."""
-        with self._db.session() as session:
+        with self._db.read_session() as session:
             found = session.scalars(select(Team.id).where(Team.name == DEFAULT_TEAM)).first()
-            if found is not None:
-                return str(found)
-            row = Team(name=DEFAULT_TEAM)
-            session.add(row)
-            session.flush()
-            return row.id
+        if found is not None:
+            return str(found)
+        # two first creations at once may both get here: one insert wins, both read its id
+        with self._db.session() as session:
+            session.execute(dialect_insert(session)(Team).values(name=DEFAULT_TEAM)
+                            .on_conflict_do_nothing(index_elements=["name"]))
+        with self._db.read_session() as session:
+            return str(session.scalars(select(Team.id).where(Team.name == DEFAULT_TEAM)).one())
 
 
 def owning_team(db: Database, repo_url: str | None, caller_team: str | None) -> str:
