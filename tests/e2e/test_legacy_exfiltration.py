@@ -273,14 +273,16 @@ def test_the_witnesses_catch_a_key_in_reach(world: RepoWorld, attacker: Attacker
         env={"PATH": "/usr/bin:/bin", "GEMINI_API_KEY": API_KEY}, capture_output=True,
         text=True, timeout=60, check=True)
     assert "STEAL-DONE" in done.stdout
-    assert API_KEY.encode() in other.received()
-    assert API_KEY.encode() in attacker.http.received()
+    # the witnesses record on their own threads, which a loaded machine may run after the
+    # sender has exited: wait (at most 10 s) for the key to be recorded
+    assert API_KEY.encode() in _eventually(other)
+    assert API_KEY.encode() in _eventually(attacker.http)
     assert API_KEY.encode() in _eventually(attacker.udp)
 
 
-def _eventually(witness: UdpWitness) -> bytes:
-    for _ in range(100):
-        if witness.received():
+def _eventually(witness: TcpWitness | UdpWitness, wanted: bytes = API_KEY.encode()) -> bytes:
+    for _ in range(200):
+        if wanted in witness.received():
             break
         time.sleep(0.05)
     return witness.received()
