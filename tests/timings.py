@@ -1,0 +1,38 @@
+"""Where the suite's time goes, while it runs: with ``STUDIO_TEST_TIMINGS=FILE`` every test appends
+one line ``worker<TAB>start<TAB>end<TAB>node id`` (wall-clock seconds, setup to teardown) to FILE
+as it finishes, so a run still going, or one stopped, can be read (``scripts/test_timings.py``
+sums them per module and per xdist worker). Off by default; no effect on what a test asserts.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Generator
+from pathlib import Path
+
+import pytest
+
+TIMINGS_VARIABLE = "STUDIO_TEST_TIMINGS"
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+
+
+def _worker_name(config: pytest.Config) -> str:
+    workerinput = getattr(config, "workerinput", None)
+    return str(workerinput["workerid"]) if workerinput else "main"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item,
+                            nextitem: pytest.Item | None) -> Generator[None, object, object]:
+    path = os.environ.get(TIMINGS_VARIABLE)
+    start = time.time()
+    result = yield
+    if path and item.config.rootpath == PROJECT_ROOT:  # not the pytest runs a test starts
+        line = f"{_worker_name(item.config)}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n"
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode())  # one short write per line: appends do not interleave
+        finally:
+            os.close(fd)
+    return result
