@@ -13,9 +13,12 @@ def main(path: str, top: int) -> None:
     first: dict[str, float] = {}
     last: dict[str, float] = {}
     tests = 0
+    failed: list[str] = []
     with open(path, encoding="utf-8") as lines:
         for line in lines:
-            worker, start_text, end_text, nodeid = line.rstrip("\n").split("\t", 3)
+            worker, start_text, end_text, nodeid, *outcome = line.rstrip("\n").split("\t")
+            if outcome == ["failed"]:
+                failed.append(nodeid)
             start, end = float(start_text), float(end_text)
             module = nodeid.split("::", 1)[0]
             per_module[module] += end - start
@@ -28,6 +31,8 @@ def main(path: str, top: int) -> None:
     for worker in sorted(per_worker):
         span = last[worker] - first[worker]
         print(f"  {worker}: busy {per_worker[worker]:.0f} s over {span:.0f} s")
+    for nodeid in failed:
+        print(f"  FAILED {nodeid}")
     print(f"slowest {top} modules:")
     for module, seconds in sorted(per_module.items(), key=lambda kv: -kv[1])[:top]:
         print(f"  {seconds:7.1f} s  {module}")

@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 from tests.parallel import pytest_collection_modifyitems, worker_temp_dir
-from tests.timings import pytest_runtest_protocol
+from tests.timings import pytest_runtest_logreport, pytest_runtest_protocol
 
-__all__ = ["IN_CI", "pytest_collection_modifyitems", "pytest_runtest_protocol", "worker_temp_dir"]
+__all__ = ["IN_CI", "pytest_collection_modifyitems", "pytest_runtest_logreport",
+           "pytest_runtest_protocol", "worker_temp_dir"]
 
 IN_CI = os.environ.get("CI", "").lower() in ("1", "true", "yes")
 

@@ -1,7 +1,8 @@
-"""Where the suite's time goes, while it runs: with ``STUDIO_TEST_TIMINGS=FILE`` every test appends
-one line ``worker<TAB>start<TAB>end<TAB>node id`` (wall-clock seconds, setup to teardown) to FILE
-as it finishes, so a run still going, or one stopped, can be read (``scripts/test_timings.py``
-sums them per module and per xdist worker). Off by default; no effect on what a test asserts.
+"""Where the suite's time goes, while it runs: with ``STUDIO_TEST_TIMINGS=FILE`` every test
+appends one line ``worker<TAB>start<TAB>end<TAB>node id<TAB>outcome`` (wall-clock seconds, setup
+to teardown) to FILE as it finishes, so a run still going, or one stopped, can be read
+(``scripts/test_timings.py`` sums them per module and per xdist worker).
+Off by default; no effect on what a test asserts.
 """
 
 from __future__ import annotations
@@ -15,6 +16,12 @@ import pytest
 
 TIMINGS_VARIABLE = "STUDIO_TEST_TIMINGS"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
+_failed: set[str] = set()  # node ids of this process's tests with a failed phase
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    if report.failed:
+        _failed.add(report.nodeid)
 
 
 def _worker_name(config: pytest.Config) -> str:
@@ -29,7 +36,9 @@ def pytest_runtest_protocol(item: pytest.Item,
     start = time.time()
     result = yield
     if path and item.config.rootpath == PROJECT_ROOT:  # not the pytest runs a test starts
-        line = f"{_worker_name(item.config)}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}\n"
+        outcome = "failed" if item.nodeid in _failed else "done"
+        line = (f"{_worker_name(item.config)}\t{start:.3f}\t{time.time():.3f}\t{item.nodeid}"
+                f"\t{outcome}\n")
         fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line.encode())  # one short write per line: appends do not interleave
