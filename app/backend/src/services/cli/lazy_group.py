@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import typer
-from typer._click import Command, Context
-from typer.core import TyperCommand, TyperGroup
+from typer._click import Command, Context, HelpFormatter
+from typer.core import HAS_RICH, TyperCommand, TyperGroup
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,16 @@ class LazyGroup(TyperGroup):
                                  pretty_exceptions_short=self.pretty_exceptions_short)
             self.commands[name] = command
         return command
+
+    def format_help(self, ctx: Context, formatter: HelpFormatter) -> None:
+        """typer's rich help page, drawn without typer's renderer when the page allows it
+        (:mod:`services.cli.help_page`: the same bytes, fewer imports)."""
+        from services.cli import help_page
+
+        if HAS_RICH and help_page.can_draw(self, ctx):
+            help_page.draw(self, ctx)
+            return
+        super().format_help(ctx, formatter)
 
     def resolve_command(self, ctx: Context,
                         args: list[str]) -> tuple[str | None, Command | None, list[str]]:
