@@ -7,6 +7,7 @@ and diagnostics to stderr.
 
 from __future__ import annotations
 
+import gc
 import sys
 
 import typer
@@ -102,13 +103,22 @@ app = typer.Typer(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout."""
+    """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout.
+
+    Without ``argv`` (the ``studio`` program itself), the start-up heap is frozen once the
+    settings are validated (:func:`gc.freeze`): the modules and classes imported to start live as
+    long as the process, so the collector does not walk them again, in any later full collection
+    nor in the last one at exit (about 30 ms of ``studio --help``). What the command itself
+    allocates is collected as before. Called with ``argv`` (tests, in their own process), nothing
+    is frozen."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         configure_logging(get_settings().log_level)
     except ValidationError as exc:  # a STUDIO_* variable with a value that cannot be
         print(settings_error_line(exc), file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+    if argv is None:
+        gc.freeze()
     try:
         code = app(args=args, prog_name="studio", standalone_mode=False)
     except typer.Exit as exc:
