@@ -75,6 +75,32 @@ def test_light_commands_import_no_heavy_package(tmp_path: Path, workspace: Path,
     assert forbidden_in(modules) == []
 
 
+# The modules of services.cli that only declare commands (and run them); the entry point and its
+# helpers (main, lazy_group, config_errors) are not in the list.
+COMMAND_MODULES = (
+    "run", "demo", "execute", "review", "flowchart_node", "runtime_settings", "providers", "api",
+    "worker", "tools", "db", "integrations", "executions", "mcp", "tokens", "triggers", "teams",
+    "evals",
+)
+
+
+def command_modules_in(modules: set[str]) -> list[str]:
+    return sorted(name for name in COMMAND_MODULES if f"services.cli.{name}" in modules)
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    (("--help",), []),
+    (("tools", "list"), ["tools"]),
+    (("tools", "call", "workspace.list_dir", "--workspace", "{ws}"), ["tools"]),
+    (("settings", "list"), ["runtime_settings"]),  # the check can fail: a command is imported
+], ids=["help", "tools-list", "tools-call", "settings-list"])
+def test_a_command_imports_only_its_own_module(tmp_path: Path, workspace: Path,
+                                               args: tuple[str, ...], expected: list[str]) -> None:
+    proc, modules = loaded_modules(tmp_path, *(a.replace("{ws}", str(workspace)) for a in args))
+    assert proc.returncode == 0, proc.stderr
+    assert command_modules_in(modules) == expected
+
+
 def test_help_still_lists_every_command(tmp_path: Path) -> None:
     proc, _ = loaded_modules(tmp_path, "--help")
     for command, help_start in [

@@ -11,11 +11,20 @@ import os
 from enum import StrEnum
 from functools import lru_cache
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
 from platformdirs import user_data_dir
-from pydantic import Field, SecretStr, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+ENV_PREFIX = "STUDIO_"
 
 
 class SandboxMode(StrEnum):
@@ -59,10 +68,26 @@ class CodexAuth(StrEnum):
     AZURE = "azure"
 
 
-class StudioSettings(BaseSettings):
-    """``STUDIO_*`` environment variables."""
+class StudioSettings(BaseModel):
+    """``STUDIO_*`` environment variables, read when an instance is made (keyword arguments
+    win over the environment).
 
-    model_config = SettingsConfigDict(env_prefix="STUDIO_", extra="ignore")
+    Each field ``name`` is ``STUDIO_NAME`` (the name's case does not matter); the variable's text
+    is validated as is: lists and JSON are split and decoded by the validators below, so that a
+    bad value is a clear error. Defaults are validated too. These are the rules pydantic-settings
+    applied here (prefix, case-insensitive names, no decoding, defaults validated); reading them
+    without it spares every process its import (asyncio, argparse and its sources: about a
+    quarter of ``studio --help``).
+    """
+
+    model_config = ConfigDict(extra="ignore", validate_default=True)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _environment_first(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            return {**environment_values(), **data}
+        return data
 
     sandbox: SandboxMode = SandboxMode.AUTO
     # STUDIO_ENV: "production" refuses every command when no sandbox works (never unconfined).
@@ -86,7 +111,7 @@ class StudioSettings(BaseSettings):
     github_api_url: str = "https://api.github.com"
     # The git origins (``scheme://host[:port]``) the GitHub token may be sent to, comma-separated;
     # empty: derived from the API URL (services.repos.origins).
-    github_git_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    github_git_origins: list[str] = Field(default_factory=list)
     # Review executions (services.runs.review): whether a review may approve a pull request,
     # and the directory of organization-wide review instructions (every ``*.md``, in name order).
     review_allow_approve: bool = False
@@ -94,7 +119,7 @@ class StudioSettings(BaseSettings):
     # Repository hosts allowed although they are (or resolve to) loopback, private, link-local
     # or metadata addresses: names, addresses or CIDR networks, comma-separated
     # (services.repos.hosts).
-    repo_allowed_hosts: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    repo_allowed_hosts: list[str] = Field(default_factory=list)
     mcp_config: Path | None = None
     # In an executor pod with an execution login (kube_execution_logins): the stored MCP servers
     # its agent names, secrets decrypted by the worker that launched it (JSON of McpConfig); the
@@ -102,7 +127,7 @@ class StudioSettings(BaseSettings):
     execution_mcp: SecretStr | None = None
     # STUDIO_MODEL_PRICES: JSON object of price overrides, USD per 1M tokens, e.g.
     # {"gpt-5.1": {"input": 1.0, "output": 8.0, "cached_input": 0.1}} (services.execution.pricing).
-    model_prices: Annotated[dict[str, dict[str, float]], NoDecode] = Field(default_factory=dict)
+    model_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
     # The Claude Code CLI of the legacy runtime (default: the one bundled in claude-agent-sdk).
     legacy_claude_cli: Path | None = None
     # Where the npm-installed agent CLIs (codex, gemini) are; default: the project's
@@ -136,11 +161,11 @@ class StudioSettings(BaseSettings):
     # Where people reach this deployment's pages (run links in comments on GitHub); "" : none.
     public_url: str = ""
     # Origins allowed to call the HTTP API from a browser (CORS), comma-separated; none by default.
-    cors_origins: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    cors_origins: list[str] = Field(default_factory=list)
     # The setup phase (services.runs.setup_phase): hosts its commands, and the agent commands of
     # an execution with network "allowlist", may reach through the egress proxy, comma-separated
     # (names, ".suffix", name:port, and ADDRESS:PORT to open that one loopback or private port).
-    setup_allowlist: Annotated[list[str], NoDecode] = Field(default_factory=lambda: [
+    setup_allowlist: list[str] = Field(default_factory=lambda: [
         "pypi.org", "files.pythonhosted.org", "registry.npmjs.org"])
     # Seconds each setup command may run before its process tree is killed (the setup fails).
     setup_timeout_s: float = Field(default=900.0, gt=0, le=86_400)
@@ -163,7 +188,7 @@ class StudioSettings(BaseSettings):
     # Required with STUDIO_EXECUTOR=kubernetes.
     kube_image: str | None = Field(default=None, validate_default=True)
     kube_image_pull_policy: Literal["Always", "IfNotPresent", "Never"] = "IfNotPresent"
-    kube_image_pull_secrets: Annotated[list[str], NoDecode] = Field(default_factory=list)
+    kube_image_pull_secrets: list[str] = Field(default_factory=list)
     kube_service_account: str = "studio-executor"
     # The Secret the executor pod reads its credentials from (database URL, secret key, GitHub
     # token, provider keys), by secretKeyRef: its values never pass through the worker.
@@ -176,8 +201,8 @@ class StudioSettings(BaseSettings):
     kube_memory_request: str = "1Gi"
     kube_memory_limit: str = "4Gi"
     # JSON object and JSON list (decoded by _json below, so that bad JSON is a clear error).
-    kube_node_selector: Annotated[dict[str, str], NoDecode] = Field(default_factory=dict)
-    kube_tolerations: Annotated[list[dict[str, Any]], NoDecode] = Field(default_factory=list)
+    kube_node_selector: dict[str, str] = Field(default_factory=dict)
+    kube_tolerations: list[dict[str, Any]] = Field(default_factory=list)
     kube_active_deadline_seconds: int = Field(default=3600, ge=60)
     kube_ttl_seconds_after_finished: int = Field(default=3600, ge=0)
     kube_sandbox: SandboxMode = SandboxMode.REQUIRED  # STUDIO_SANDBOX inside the executor pod
@@ -221,6 +246,13 @@ class StudioSettings(BaseSettings):
             raise ValueError("STUDIO_EXECUTOR=kubernetes needs STUDIO_KUBE_IMAGE (the executor "
                              "image the Job runs)")
         return value
+
+
+def environment_values() -> dict[str, str]:
+    """The ``STUDIO_*`` variables of this process that name a setting: field name -> text."""
+    wanted = {ENV_PREFIX.lower() + name: name for name in StudioSettings.model_fields}
+    return {wanted[key.lower()]: value for key, value in os.environ.items()
+            if key.lower() in wanted}
 
 
 PRICE_FIELDS = frozenset({"input", "output", "cached_input"})

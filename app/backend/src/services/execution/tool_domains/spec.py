@@ -17,7 +17,7 @@ JSON_SCHEMA_DIALECT = "https://json-schema.org/draft/2020-12/schema"
 class ToolArgs(BaseModel):
     """Base of every argument model: unknown keys are refused."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
 
 Handler = Callable[[Any, ToolDomainContext], dict[str, Any]]
