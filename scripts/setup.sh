@@ -38,11 +38,16 @@ if ! command -v npm >/dev/null 2>&1; then
       || echo "setup: could not install nodejs/npm; the legacy runtime lacks codex and gemini" >&2
   fi
 fi
+# npm ci runs in the background while pip installs (both wait mostly on the network and the
+# disk; about 20 s of npm ci leave the fresh clone's critical path); awaited at the end.
+npm_pid=""
 if command -v npm >/dev/null 2>&1 && \
    { [ ! -f agent-clis/node_modules/.package-lock.json ] || \
      [ agent-clis/package-lock.json -nt agent-clis/node_modules/.package-lock.json ]; }; then
-  (cd agent-clis && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2) \
+  { (cd agent-clis && npm ci --no-audit --no-fund --ignore-scripts --loglevel=error >&2) \
     || echo "setup: npm ci failed in agent-clis/; the legacy runtime lacks codex and gemini" >&2
+  } &
+  npm_pid=$!
 fi
 
 PY="${PYTHON:-python3}"
@@ -58,3 +63,4 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   .venv/bin/python -c "import services" || { echo "setup: install failed" >&2; exit 1; }
   touch "$stamp"
 fi
+[ -z "$npm_pid" ] || wait "$npm_pid"

@@ -4,9 +4,10 @@ Hooks and fixtures of :mod:`tests.conftest` (it re-exports them); no effect on a
 except the ``xdist_group`` marks, which only xdist reads.
 
 * :data:`HEAVY_MODULES`: the slowest end-to-end modules (the chaos test and its soak scenario,
-  Kubernetes end to end, the legacy CLIs end to end) form one group, so one worker runs them one
-  after another while the other workers take the rest of the suite: they never all start at once
-  and starve the light tests of the two cores.
+  Kubernetes end to end, the legacy CLIs end to end) form two groups of about equal length, so
+  two workers run them one after another while the other worker takes the rest of the suite:
+  they never all start at once and starve the light tests of the two cores, and neither group
+  alone outlasts the rest of the suite.
 * A module whose tests share a module- (or class-, package-) scoped fixture, such as the running
   ``studio api`` of :func:`tests.integration.conftest.api`, is a group of its own, so that
   fixture starts once rather than once per worker.
@@ -30,21 +31,26 @@ import pytest
 from _pytest.nodeid import NodeId
 
 HEAVY_GROUP = "heavy-end-to-end"
-HEAVY_MODULES = frozenset({
-    "tests/integration/test_chaos.py",
-    "tests/integration/worker/test_chaos.py",
-    "tests/e2e/test_kubernetes_executor.py",
-    "tests/e2e/test_legacy_claude.py",
-    "tests/e2e/test_legacy_codex.py",
-    "tests/e2e/test_legacy_gemini.py",
-    "tests/e2e/test_legacy_exfiltration.py",  # its witness binds the fixed relay port
-    "tests/integration/worker/test_team_fair_share.py",  # two APIs and workers, 21 executions
-    "tests/integration/api/test_team_isolation.py",  # two APIs, the OpenAPI walk
-    "tests/e2e/test_legacy_guards.py",
-    "tests/integration/evals/test_builtin_suite.py",  # eleven executions, graded in the sandbox
-    "tests/integration/triggers/test_github_triggers.py",  # a studio api and workers, per DB
-    "tests/integration/worker/test_retries_worker.py",  # about 2 minutes per database
-})
+HEAVY_GROUPS = (f"{HEAVY_GROUP}-1", f"{HEAVY_GROUP}-2")
+# Two groups of about equal length (test-seconds of one run, docs/sphinx/testing.rst), so two
+# workers take them while the third takes the light tests. The chaos tests share one group (they
+# never run at once), and so do the legacy CLI modules (the exfiltration witness binds a fixed
+# port).
+HEAVY_MODULES: dict[str, str] = {
+    "tests/integration/test_chaos.py": HEAVY_GROUPS[0],
+    "tests/integration/worker/test_chaos.py": HEAVY_GROUPS[0],
+    "tests/integration/triggers/test_github_triggers.py": HEAVY_GROUPS[0],  # an api, workers
+    "tests/e2e/test_legacy_claude.py": HEAVY_GROUPS[0],
+    "tests/e2e/test_legacy_codex.py": HEAVY_GROUPS[0],
+    "tests/e2e/test_legacy_gemini.py": HEAVY_GROUPS[0],
+    "tests/e2e/test_legacy_exfiltration.py": HEAVY_GROUPS[0],  # its witness binds the relay port
+    "tests/e2e/test_legacy_guards.py": HEAVY_GROUPS[0],
+    "tests/e2e/test_kubernetes_executor.py": HEAVY_GROUPS[1],
+    "tests/integration/worker/test_team_fair_share.py": HEAVY_GROUPS[1],  # two APIs, 21 runs
+    "tests/integration/api/test_team_isolation.py": HEAVY_GROUPS[1],  # two APIs, the OpenAPI walk
+    "tests/integration/evals/test_builtin_suite.py": HEAVY_GROUPS[1],  # eleven executions
+    "tests/integration/worker/test_retries_worker.py": HEAVY_GROUPS[1],  # ~2 minutes per database
+}
 SHARED_SCOPES = frozenset({"module", "class", "package"})
 
 
@@ -67,7 +73,7 @@ def group_of(item: pytest.Item) -> str | None:
     """The ``xdist_group`` a test is sent in, or ``None`` (then it goes to any worker)."""
     module = _module_path(item)
     if module in HEAVY_MODULES:
-        return HEAVY_GROUP
+        return HEAVY_MODULES[module]
     if _shares_a_fixture(item):
         return module
     return None

@@ -42,6 +42,7 @@ class Cli:
     url_env: str
     url_suffix: str = ""
     executable: str = ""  # the npm bin name; "" for the bundled Claude Code
+    vendor: str = "anthropic"  # whose API it calls, as the scripted model server records it
 
 
 CLIS = {
@@ -49,9 +50,9 @@ CLIS = {
                                                           "description": "nothing"}),
                   "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
     "codex": Cli("codex", "gpt-5.1", ("exec_command", {"cmd": "true", "tty": False}),
-                 "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1", "codex"),
+                 "OPENAI_API_KEY", "OPENAI_BASE_URL", "/v1", "codex", "openai"),
     "gemini": Cli("gemini", "gemini-2.5-pro", ("run_shell_command", {"command": "true"}),
-                  "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "", "gemini"),
+                  "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL", "", "gemini", "gemini"),
 }
 
 
@@ -131,8 +132,10 @@ def test_kill_switch_mid_run_kills_the_cli_process_group_and_pauses_the_executio
         cli: Cli, world: RepoWorld, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capfd: pytest.CaptureFixture[str]) -> None:
     def engage_once_waiting(server: ScriptedModelServer) -> None:
+        # once the CLI's second request hangs (its own vendor's: counting another vendor's
+        # requests waited out the deadline and raced the hang's end)
         deadline = time.monotonic() + 60
-        while len(server.requests_for("anthropic")) < 2 and time.monotonic() < deadline:
+        while len(server.requests_for(cli.vendor)) < 2 and time.monotonic() < deadline:
             time.sleep(0.05)
         db = world.database()
         try:
