@@ -341,12 +341,16 @@ def _rss_mib(pid: int) -> float:
 
 
 def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
-               workspace: Path, profile: Path | None = None) -> Measure:
+               workspace: Path, profile: Path | None = None,
+               via: Callable[[str], str] | None = None,
+               served_times: list[float] | None = None) -> Measure:
+    """One ``studio run``; ``via`` rewrites its database URL (the counting proxy), and
+    ``served_times`` receives the model requests' arrival times."""
     tool = allowed_tool_name(TOOL) if provider == "claude" else TOOL
     label = f"studio run {provider}"
     (root / "home").mkdir(exist_ok=True)
     with database(db, root) as db_url, served(n, tool_script(tool)) as server:
-        env = studio_env(root, db_url, sandbox, server.url)
+        env = studio_env(root, via(db_url) if via else db_url, sandbox, server.url)
         if db != "sqlite":
             subprocess.run([sys.executable, "-m", "services.cli", "db", "upgrade"], env=env,
                            check=True, capture_output=True, timeout=300)
@@ -364,6 +368,8 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
     if process.returncode != 0:
         raise RuntimeError(f"{label} ({db}, {sandbox}) failed: {err[-3000:]}")
     first = server.times[0] - started if server.times else float("nan")
+    if served_times is not None:
+        served_times.extend(server.times)
     return Measure(label, db, sandbox, _gaps(server, n, label), first, rss,
                    _cpu_per_step(cpu, server.times, n))
 
@@ -426,10 +432,15 @@ def main(argv: list[str] | None = None) -> int:
                         help="a virtualenv that already has mini-swe-agent (default: a new one)")
     parser.add_argument("--profile", metavar="PROVIDER:DB:SANDBOX", default=None,
                         help="only profile that studio run (cProfile) and print where it spends")
+    parser.add_argument("--round-trips", metavar="PROVIDER", default=None,
+                        help="only count the PostgreSQL round trips per step of that provider's "
+                             "studio run (through a counting proxy) and print what they carry")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.profile:
         return profile_run(args.steps, *args.profile.split(":"))
+    if args.round_trips:
+        return round_trips_run(args.steps, args.round_trips)
     logging.getLogger("services").setLevel(logging.ERROR)  # the floors' "unconfined" warnings
     n = args.steps
     load = os.getloadavg()
@@ -480,6 +491,38 @@ def profile_run(n: int, provider: str, db: str, sandbox: str) -> int:
         stats = pstats.Stats(str(out))
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(r"services|sqlalchemy|sqlite3|psycopg", 30)
+    return 0
+
+
+def round_trips_run(n: int, provider: str) -> int:
+    """One ``studio run`` on PostgreSQL through :class:`bench.pg_wire.CountingProxy`: the round
+    trips between its first and its last model request, per step, by what they carried."""
+    from collections import Counter
+
+    from bench.pg_wire import CountingProxy, classify
+
+    def via(port: int) -> Callable[[str], str]:
+        def rewrite(url: str) -> str:
+            return (url.replace("@127.0.0.1:5432/", f"@127.0.0.1:{port}/")
+                    + "?sslmode=disable&gssencmode=disable")
+        return rewrite
+
+    logging.getLogger("services").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="bench-pp-rt-") as tmp, CountingProxy() as proxy:
+        root = Path(tmp)
+        (root / "workspace").mkdir()
+        times: list[float] = []
+        m = studio_run(n, provider, "postgresql", "none", root, root / "workspace",
+                       via=via(proxy.port), served_times=times)
+        trips = proxy.between(times[0], times[-1])
+    kinds = Counter(" + ".join(dict.fromkeys(classify(s) for s in t.statements)) or "(none)"
+                    for t in trips)
+    statements = sum(len(t.statements) for t in trips)
+    print(f"studio run {provider} postgresql none, {n} steps (median {m.median_ms:.2f} ms/step "
+          f"through the proxy): {len(trips) / n:.2f} round trips and {statements / n:.2f} "
+          f"statements per step, {proxy.connections} connections in all")
+    for kind, count in kinds.most_common():
+        print(f"  {count / n:6.2f} per step  {kind}")
     return 0
 
 

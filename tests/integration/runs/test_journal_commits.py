@@ -3,10 +3,12 @@
 A real execution (replay provider, a repository on the local git host, SQLite and PostgreSQL)
 runs in this process, with a SQLAlchemy listener classifying every committed transaction by the
 statements it ran. While the loop runs, every write transaction is a journal commit (the tool
-calls' records, checkpoints and budget charges ride along), and there are exactly two of them
-per turn with a tool call (the call before it runs; its record, checkpoint and result after it)
-and one for the final turn; on PostgreSQL each is a single statement sent in autocommit mode
-(``studio_journal_commit``): one round trip. A reader polling the journal meanwhile, as the
+calls' records, checkpoints and budget charges, the repository's and the team's, ride along),
+and there are exactly two of them per turn with a tool call (the call before it runs; its
+record, checkpoint and result after it) and one for the final turn; on PostgreSQL each is a
+single statement sent in autocommit mode (``studio_journal_commit``): one round trip. The only
+other statement of a turn is the read before its tool call: the checks before a model call are
+answered by the read the commit before it carried. A reader polling the journal meanwhile, as the
 API's event stream does, sees every event once, in order, without a gap. Large contents are
 stored once, and what a resume reads back (the conversation, the replay script) is whole.
 """
@@ -24,7 +26,13 @@ from sqlalchemy import Engine, event, select
 
 from services.db.budget import DbBudget
 from services.db.executions import ExecutionRepository
-from services.db.models import BudgetLedger, ContentBlob, ExecutionEvent, WorkspaceCheckpoint
+from services.db.models import (
+    BudgetLedger,
+    ContentBlob,
+    ExecutionEvent,
+    TeamSpend,
+    WorkspaceCheckpoint,
+)
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import READ_ONLY_OPTION, Database
@@ -159,15 +167,22 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
                 reader.join(30)
         assert outcome.status == "succeeded", outcome
 
-    charges = [t for t in log.committed if t.wrote and t.team_charge]
-    assert len(charges) <= TURNS + 1  # at most one per model call, never per event
-    writes = [t for t in log.committed if t.wrote and not t.lease and not t.team_charge]
+    # the team's charge rides along with the journal's commit (issue 35): no commit of its own
+    assert not [t for t in log.committed if t.wrote and t.team_charge]
+    writes = [t for t in log.committed if t.wrote and not t.lease]
     first = next(i for i, t in enumerate(writes) if t.journal)
     # the loop's commits run until the execution moves to finalizing (a status update); the
     # finalization steps journal their own events after it
     end = next((i for i in range(first, len(writes)) if not writes[i].journal), len(writes))
     in_loop = writes[first:end]
     assert len(in_loop) == 2 * TURNS + 1, [t.statements for t in writes[first:]]
+    # the reads before the calls: the commit a model call follows carries the checks' read, so
+    # the loop reads on its own once per tool call (before it), never before a model call
+    position = {id(t): i for i, t in enumerate(log.committed)}  # (equal statements: by identity)
+    window = log.committed[position[id(in_loop[0])]:position[id(in_loop[-1])]]
+    reads = [t for t in window if any("runtime_settings" in s for s in t.statements)
+             and not t.wrote]
+    assert len(reads) == TURNS - 1, [t.statements for t in window]
     assert any("status" in s for s in writes[end].statements), writes[end].statements
     if db.dialect == "postgresql":  # one statement in autocommit: one round trip per commit
         assert all(len(t.statements) == 1 for t in in_loop), [t.statements for t in in_loop]
@@ -189,9 +204,15 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
         kept = session.execute(select(WorkspaceCheckpoint.seq, WorkspaceCheckpoint.patch)
                                .where(WorkspaceCheckpoint.execution_id == execution_id)).all()
         spent = session.execute(select(BudgetLedger.spent_micros)).scalars().all()
+        team_spent = session.execute(select(TeamSpend.spent_micros + TeamSpend.overflow_micros)
+                                     ).scalars().all()
     assert len(kept) == 1 and kept[0].seq == TURNS  # only the latest of the attempt is kept
     assert kept[0].patch is not None and f"version {TURNS - 1}".encode() in kept[0].patch
     assert sum(spent) == round((TURNS + 1) * COST * 1_000_000)
+    assert sum(team_spent) == round((TURNS + 1) * COST * 1_000_000)  # the team's month too
+    if db.dialect == "sqlite":  # its statements ran in the journal's commits
+        assert sum(any(s.startswith("UPDATE team_spend") for s in t.statements)
+                   for t in in_loop) == TURNS + 1
 
 
 def test_a_deferred_budget_charge_commits_with_the_journal(db: Database) -> None:
