@@ -49,7 +49,7 @@ DECLARE
     budget bigint;
     spent bigint;
     overflow bigint;
-    threshold integer;
+    crossed integer;
     alerts json[] := '{}';
     team record;
     state json;
@@ -154,20 +154,20 @@ BEGIN
                     RETURNING spent_micros, overflow_micros INTO spent, overflow;
             END IF;
             IF budget IS NOT NULL AND budget > 0 THEN
-                FOR threshold IN SELECT value::text::integer
+                FOR crossed IN SELECT value::text::integer
                                  FROM json_array_elements(w->'thresholds') LOOP
-                    IF (spent + overflow - amount) * 100 < threshold * budget
-                       AND threshold * budget <= (spent + overflow) * 100 THEN
+                    IF (spent + overflow - amount) * 100 < crossed * budget
+                       AND crossed * budget <= (spent + overflow) * 100 THEN
                         INSERT INTO team_budget_alerts (team_id, month, threshold, spent_micros,
                                                         budget_micros, created_at, attempts)
-                            VALUES (w->>'team_id', w->>'month', threshold, spent + overflow,
+                            VALUES (w->>'team_id', w->>'month', crossed, spent + overflow,
                                     budget, now(), 0)
                             ON CONFLICT (team_id, month, threshold) DO NOTHING;
                         IF FOUND THEN
                             alerts := alerts || json_build_object(
                                 'ref', w->>'ref', 'team_id', team.id, 'team', team.name,
                                 'notify_url', team.notify_url, 'month', w->>'month',
-                                'threshold', threshold, 'spent_micros', spent + overflow,
+                                'threshold', crossed, 'spent_micros', spent + overflow,
                                 'budget_micros', budget);
                         END IF;
                     END IF;

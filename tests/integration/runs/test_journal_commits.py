@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, event, select
 
 from services.db.budget import DbBudget
@@ -313,3 +314,50 @@ def test_large_contents_are_stored_once_and_a_resume_reads_them_whole(
             ExecutionEvent.execution_id == execution_id)).scalars().all()
     assert len(blobs) == 3  # each content once, whatever the records naming it
     assert big not in "".join(str(d) for d in events_text)
+
+
+def test_a_team_charge_rides_along_and_its_alerts_come_after_the_commit(db: Database) -> None:
+    """The team's ledger and its alert rows commit with the journal (on PostgreSQL inside
+    ``studio_journal_commit``); an alert is announced once, after that commit, by the process
+    whose charge crossed it."""
+    from services.db import team_budget
+    from services.db.journal import DbEventSink
+    from services.db.teams import TeamStore
+    from services.execution.ports import AgentEvent, AgentEventKind
+    from tests.integration.db.helpers import new_execution
+
+    team = TeamStore(db).create("journal-spend", monthly_budget_usd=0.10).id
+    seen: list[tuple[int, float, str]] = []
+
+    def hook(alert: team_budget.TeamAlert) -> None:
+        seen.append((alert.threshold, alert.spent_usd, alert.team))
+
+    team_budget.ALERT_HOOKS.append(hook)
+    try:
+        budgets = []
+        for _ in range(2):  # two executions of the team, each with its loop's journal
+            execution_id = new_execution(db, team_id=team)
+            journal = DbEventSink(db, settings_redactor(), buffered=True)
+            budgets.append((execution_id, journal,
+                            DbBudget(db, execution_id, "acme/spend", 10.0, journal=journal)))
+        (one_id, one, one_budget), (two_id, two, two_budget) = budgets
+        one_budget.charge(0.04)
+        one.emit(AgentEvent(AgentEventKind.TOOL_CALL, one_id, 0, {}))
+        two_budget.charge(0.04)  # 80 %: 50 and 80 crossed by this charge
+        assert seen == [] and team_budget.read_state(db, team).spent_micros == 40_000
+        with counting_commits(db.engine) as log:
+            two.emit(AgentEvent(AgentEventKind.TOOL_CALL, two_id, 0, {}))
+        assert [t.wrote for t in log.committed] == [True]  # one commit: the journal's
+        assert seen == [(50, 0.08, "journal-spend"), (80, 0.08, "journal-spend")]
+        two_budget.charge(0.04)  # in flight when the budget filled: overflow, 100 % crossed
+        two.emit(AgentEvent(AgentEventKind.FINISHED, two_id, 0, {}))
+        one_budget.charge(0.04)
+        one.emit(AgentEvent(AgentEventKind.FINISHED, one_id, 0, {}))
+        assert [s[0] for s in seen] == [50, 80, 100]  # once per threshold and month
+    finally:
+        team_budget.ALERT_HOOKS.remove(hook)
+        for _, journal, _ in budgets:
+            journal.close()
+    (row,) = [r for r in team_budget.month_view(db) if r["team"] == "journal-spend"]
+    assert row["spent_usd"] == pytest.approx(0.16) and row["overflow_usd"] == pytest.approx(0.08)
+    assert row["alerts"] == [50, 80, 100]

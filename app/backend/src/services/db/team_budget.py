@@ -145,6 +145,23 @@ class TeamLayer:
         return TeamCharge(team_id, this_month(), micros)
 
 
+_ENSURE_MONTH: dict[str, Any] = {}
+
+
+def _ensure_month(connection: Connection) -> Any:
+    """The month's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), built once per
+    dialect."""
+    name = connection.dialect.name
+    found = _ENSURE_MONTH.get(name)
+    if found is None:
+        found = _ENSURE_MONTH[name] = (
+            dialect_insert(connection)(_SPEND)
+            .values(team_id=bindparam("p_team"), month=bindparam("p_month"), spent_micros=0,
+                    overflow_micros=0, updated_at=bindparam("p_now"))
+            .on_conflict_do_nothing(index_elements=["team_id", "month"]))
+    return found
+
+
 @dataclass(frozen=True)
 class TeamCharge:
     """One model call's charge to its team's month: a journal ``PendingWrite`` (it rides along
@@ -163,11 +180,7 @@ class TeamCharge:
         team = connection.execute(_TEAM, key).one_or_none()
         budget = (to_micros(float(team.monthly_budget_usd))
                   if team is not None and team.monthly_budget_usd is not None else None)
-        connection.execute(
-            dialect_insert(connection)(_SPEND)
-            .values(team_id=self.team_id, month=self.month, spent_micros=0, overflow_micros=0,
-                    updated_at=utcnow())
-            .on_conflict_do_nothing(index_elements=["team_id", "month"]))
+        connection.execute(_ensure_month(connection), {**key, "p_now": utcnow()})
         totals = connection.execute(_ADMIT, {
             **key, "p_micros": self.micros, "p_now": utcnow(),
             "p_limit": budget if budget is not None else NO_LIMIT}).one_or_none()
