@@ -523,6 +523,18 @@ def round_trips_run(n: int, provider: str) -> int:
           f"statements per step, {proxy.connections} connections in all")
     for kind, count in kinds.most_common():
         print(f"  {count / n:6.2f} per step  {kind}")
+    with CountingProxy() as proxy:  # the durable floor's commit, through the same proxy
+        admin = pg_admin().replace("@127.0.0.1:5432/", f"@127.0.0.1:{proxy.port}/")
+        with psycopg.connect(admin + "?sslmode=disable&gssencmode=disable") as conn:
+            conn.execute("CREATE TEMPORARY TABLE bench_steps (n integer, body text)")
+            conn.commit()
+            start = time.perf_counter()
+            for i in range(n):
+                conn.execute("INSERT INTO bench_steps VALUES (%s, %s)", (i, "{}"))
+                conn.commit()
+            floor_trips = proxy.between(start, time.perf_counter())
+    print(f"durable floor: {len(floor_trips) / n:.2f} round trips per step "
+          f"({', '.join(dict.fromkeys(classify(s) for t in floor_trips for s in t.statements))})")
     return 0
 
 

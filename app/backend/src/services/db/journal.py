@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Table, bindparam, insert, update
@@ -153,8 +154,14 @@ class DbEventSink:
             return self._pg.read(what, query)
 
     def forward_to(self, sinks: Sequence[EventSink]) -> None:
-        """Hand every event, once committed, to ``sinks`` in order (durable before shown)."""
+        """Hand every event, once committed, to ``sinks`` in order (durable before shown), with
+        its data as it was stored: redacted by :attr:`redactor`."""
         self._downstream = list(sinks)
+
+    @property
+    def redactor(self) -> Redactor:
+        """What the events' data is redacted with before it is stored (and forwarded)."""
+        return self._redactor
 
     def emit(self, event: AgentEvent) -> None:
         if not self._buffered:
@@ -227,9 +234,10 @@ class DbEventSink:
                 after = getattr(write, "after_commit", None)
                 if after is not None:
                     after(reported)
-            for event, _ in events:
+            for event, data in events:
+                shown = replace(event, data=data) if self._downstream else event
                 for sink in self._downstream:
-                    sink.emit(event)
+                    sink.emit(shown)
             return last
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Table, select, text
+from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import DBAPIError
 
 from services.db.blobs import compress, extract
@@ -46,7 +46,8 @@ T = TypeVar("T")
 UNKNOWN_EXECUTION = "SX001"
 STALE_EPOCH = "SX002"
 _KNOWN_DIGESTS_MAX = 10_000
-_CALL = text("SELECT studio_journal_commit(CAST(:payload AS json))")
+# sent as it is (``exec_driver_sql``: no compilation per commit; the listeners still see it)
+_CALL = "SELECT studio_journal_commit(CAST(%(payload)s AS json))"
 _EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
 _EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
 
@@ -112,10 +113,10 @@ class PgCommitter:
                              "data": base64.b64encode(compress(raw)).decode()}
                             for d, raw in fresh.items()]
         text_payload = json.dumps(payload, separators=(",", ":"))
-        events_sent: list[dict[str, Any]] = json.loads(text_payload)["events"]
         before = self._last.get(execution_id)
 
         def landed() -> Committed | None:  # a cut commit that did land answers no alerts
+            events_sent: list[dict[str, Any]] = json.loads(text_payload)["events"]
             seq = self.landed(execution_id, events_sent, before)
             return Committed(seq, [], None) if seq is not None else None
 
@@ -130,7 +131,7 @@ class PgCommitter:
     def _call(self, payload: str) -> Committed:
         conn = self._connection()
         try:
-            answer = conn.execute(_CALL, {"payload": payload}).scalar_one()
+            answer = conn.exec_driver_sql(_CALL, {"payload": payload}).scalar_one()
             if isinstance(answer, str | bytes):  # a driver that does not load json itself
                 answer = json.loads(answer)
             return Committed(int(answer["seq"]), list(answer.get("alerts") or []),
