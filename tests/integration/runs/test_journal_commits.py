@@ -239,10 +239,13 @@ def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
     from services.db.checkpoints import CallWrite, Checkpoint
     from services.db.journal import DbEventSink, StaleLease
     from services.db.leases import LeaseStore
+    from services.db.team_budget import read_state
+    from services.db.teams import TeamStore
     from services.execution.ports import AgentEvent, AgentEventKind
     from tests.integration.db.helpers import new_execution
 
-    execution_id = new_execution(db)
+    team = TeamStore(db).create("stale-team", monthly_budget_usd=1.0).id
+    execution_id = new_execution(db, team_id=team)
     epoch = LeaseStore(db).claim(execution_id, "a", ttl_s=60)
     assert epoch is not None
     journal = DbEventSink(db, settings_redactor(), lease_epoch=epoch, buffered=True)
@@ -265,6 +268,12 @@ def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
     with db.session() as session:
         assert session.execute(select(WorkspaceCheckpoint)).first() is None
     assert budget.spent_today() == (0, 0)
+    assert read_state(db, team).spent_micros == 0  # the team's charge rode along: not written
+    current = DbEventSink(db, settings_redactor(), lease_epoch=epoch + 1, buffered=True)
+    DbBudget(db, execution_id, "acme/stale", 1.0, journal=current).charge(0.25)
+    current.emit(AgentEvent(AgentEventKind.FINISHED, execution_id, 0, {}))  # the current epoch
+    current.close()
+    assert read_state(db, team).spent_micros == 250_000  # (positive control: it is written)
 
 
 def test_charges_that_do_not_fit_overflow_when_they_ride_along(db: Database) -> None:
