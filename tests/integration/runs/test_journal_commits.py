@@ -3,10 +3,12 @@
 A real execution (replay provider, a repository on the local git host, SQLite and PostgreSQL)
 runs in this process, with a SQLAlchemy listener classifying every committed transaction by the
 statements it ran. While the loop runs, every write transaction is a journal commit (the tool
-calls' records, checkpoints and budget charges ride along), and there are exactly two of them
-per turn with a tool call (the call before it runs; its record, checkpoint and result after it)
-and one for the final turn; on PostgreSQL each is a single statement sent in autocommit mode
-(``studio_journal_commit``): one round trip. A reader polling the journal meanwhile, as the
+calls' records, checkpoints and budget charges, the repository's and the team's, ride along),
+and there are exactly two of them per turn with a tool call (the call before it runs; its
+record, checkpoint and result after it) and one for the final turn; on PostgreSQL each is a
+single statement sent in autocommit mode (``studio_journal_commit``): one round trip. The only
+other statement of a turn is the read before its tool call: the checks before a model call are
+answered by the read the commit before it carried. A reader polling the journal meanwhile, as the
 API's event stream does, sees every event once, in order, without a gap. Large contents are
 stored once, and what a resume reads back (the conversation, the replay script) is whole.
 """
@@ -20,11 +22,18 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+import pytest
 from sqlalchemy import Engine, event, select
 
 from services.db.budget import DbBudget
 from services.db.executions import ExecutionRepository
-from services.db.models import BudgetLedger, ContentBlob, ExecutionEvent, WorkspaceCheckpoint
+from services.db.models import (
+    BudgetLedger,
+    ContentBlob,
+    ExecutionEvent,
+    TeamSpend,
+    WorkspaceCheckpoint,
+)
 from services.db.redaction import Redactor
 from services.db.runtime_settings import SettingsRepository
 from services.db.session import READ_ONLY_OPTION, Database
@@ -159,15 +168,22 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
                 reader.join(30)
         assert outcome.status == "succeeded", outcome
 
-    charges = [t for t in log.committed if t.wrote and t.team_charge]
-    assert len(charges) <= TURNS + 1  # at most one per model call, never per event
-    writes = [t for t in log.committed if t.wrote and not t.lease and not t.team_charge]
+    # the team's charge rides along with the journal's commit (issue 35): no commit of its own
+    assert not [t for t in log.committed if t.wrote and t.team_charge]
+    writes = [t for t in log.committed if t.wrote and not t.lease]
     first = next(i for i, t in enumerate(writes) if t.journal)
     # the loop's commits run until the execution moves to finalizing (a status update); the
     # finalization steps journal their own events after it
     end = next((i for i in range(first, len(writes)) if not writes[i].journal), len(writes))
     in_loop = writes[first:end]
     assert len(in_loop) == 2 * TURNS + 1, [t.statements for t in writes[first:]]
+    # the reads before the calls: the commit a model call follows carries the checks' read, so
+    # the loop reads on its own once per tool call (before it), never before a model call
+    position = {id(t): i for i, t in enumerate(log.committed)}  # (equal statements: by identity)
+    window = log.committed[position[id(in_loop[0])]:position[id(in_loop[-1])]]
+    reads = [t for t in window if any("runtime_settings" in s for s in t.statements)
+             and not t.wrote]
+    assert len(reads) == TURNS - 1, [t.statements for t in window]
     assert any("status" in s for s in writes[end].statements), writes[end].statements
     if db.dialect == "postgresql":  # one statement in autocommit: one round trip per commit
         assert all(len(t.statements) == 1 for t in in_loop), [t.statements for t in in_loop]
@@ -189,9 +205,15 @@ def test_a_tool_turn_is_two_commits_and_readers_see_every_event_in_order(
         kept = session.execute(select(WorkspaceCheckpoint.seq, WorkspaceCheckpoint.patch)
                                .where(WorkspaceCheckpoint.execution_id == execution_id)).all()
         spent = session.execute(select(BudgetLedger.spent_micros)).scalars().all()
+        team_spent = session.execute(select(TeamSpend.spent_micros + TeamSpend.overflow_micros)
+                                     ).scalars().all()
     assert len(kept) == 1 and kept[0].seq == TURNS  # only the latest of the attempt is kept
     assert kept[0].patch is not None and f"version {TURNS - 1}".encode() in kept[0].patch
     assert sum(spent) == round((TURNS + 1) * COST * 1_000_000)
+    assert sum(team_spent) == round((TURNS + 1) * COST * 1_000_000)  # the team's month too
+    if db.dialect == "sqlite":  # its statements ran in the journal's commits
+        assert sum(any(s.startswith("UPDATE team_spend") for s in t.statements)
+                   for t in in_loop) == TURNS + 1
 
 
 def test_a_deferred_budget_charge_commits_with_the_journal(db: Database) -> None:
@@ -217,10 +239,13 @@ def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
     from services.db.checkpoints import CallWrite, Checkpoint
     from services.db.journal import DbEventSink, StaleLease
     from services.db.leases import LeaseStore
+    from services.db.team_budget import read_state
+    from services.db.teams import TeamStore
     from services.execution.ports import AgentEvent, AgentEventKind
     from tests.integration.db.helpers import new_execution
 
-    execution_id = new_execution(db)
+    team = TeamStore(db).create("stale-team", monthly_budget_usd=1.0).id
+    execution_id = new_execution(db, team_id=team)
     epoch = LeaseStore(db).claim(execution_id, "a", ttl_s=60)
     assert epoch is not None
     journal = DbEventSink(db, settings_redactor(), lease_epoch=epoch, buffered=True)
@@ -243,6 +268,12 @@ def test_a_stale_epoch_writes_nothing_of_what_rides_along(db: Database) -> None:
     with db.session() as session:
         assert session.execute(select(WorkspaceCheckpoint)).first() is None
     assert budget.spent_today() == (0, 0)
+    assert read_state(db, team).spent_micros == 0  # the team's charge rode along: not written
+    current = DbEventSink(db, settings_redactor(), lease_epoch=epoch + 1, buffered=True)
+    DbBudget(db, execution_id, "acme/stale", 1.0, journal=current).charge(0.25)
+    current.emit(AgentEvent(AgentEventKind.FINISHED, execution_id, 0, {}))  # the current epoch
+    current.close()
+    assert read_state(db, team).spent_micros == 250_000  # (positive control: it is written)
 
 
 def test_charges_that_do_not_fit_overflow_when_they_ride_along(db: Database) -> None:
@@ -292,3 +323,50 @@ def test_large_contents_are_stored_once_and_a_resume_reads_them_whole(
             ExecutionEvent.execution_id == execution_id)).scalars().all()
     assert len(blobs) == 3  # each content once, whatever the records naming it
     assert big not in "".join(str(d) for d in events_text)
+
+
+def test_a_team_charge_rides_along_and_its_alerts_come_after_the_commit(db: Database) -> None:
+    """The team's ledger and its alert rows commit with the journal (on PostgreSQL inside
+    ``studio_journal_commit``); an alert is announced once, after that commit, by the process
+    whose charge crossed it."""
+    from services.db import team_budget
+    from services.db.journal import DbEventSink
+    from services.db.teams import TeamStore
+    from services.execution.ports import AgentEvent, AgentEventKind
+    from tests.integration.db.helpers import new_execution
+
+    team = TeamStore(db).create("journal-spend", monthly_budget_usd=0.10).id
+    seen: list[tuple[int, float, str]] = []
+
+    def hook(alert: team_budget.TeamAlert) -> None:
+        seen.append((alert.threshold, alert.spent_usd, alert.team))
+
+    team_budget.ALERT_HOOKS.append(hook)
+    try:
+        budgets = []
+        for _ in range(2):  # two executions of the team, each with its loop's journal
+            execution_id = new_execution(db, team_id=team)
+            journal = DbEventSink(db, settings_redactor(), buffered=True)
+            budgets.append((execution_id, journal,
+                            DbBudget(db, execution_id, "acme/spend", 10.0, journal=journal)))
+        (one_id, one, one_budget), (two_id, two, two_budget) = budgets
+        one_budget.charge(0.04)
+        one.emit(AgentEvent(AgentEventKind.TOOL_CALL, one_id, 0, {}))
+        two_budget.charge(0.04)  # 80 %: 50 and 80 crossed by this charge
+        assert seen == [] and team_budget.read_state(db, team).spent_micros == 40_000
+        with counting_commits(db.engine) as log:
+            two.emit(AgentEvent(AgentEventKind.TOOL_CALL, two_id, 0, {}))
+        assert [t.wrote for t in log.committed] == [True]  # one commit: the journal's
+        assert seen == [(50, 0.08, "journal-spend"), (80, 0.08, "journal-spend")]
+        two_budget.charge(0.04)  # in flight when the budget filled: overflow, 100 % crossed
+        two.emit(AgentEvent(AgentEventKind.FINISHED, two_id, 0, {}))
+        one_budget.charge(0.04)
+        one.emit(AgentEvent(AgentEventKind.FINISHED, one_id, 0, {}))
+        assert [s[0] for s in seen] == [50, 80, 100]  # once per threshold and month
+    finally:
+        team_budget.ALERT_HOOKS.remove(hook)
+        for _, journal, _ in budgets:
+            journal.close()
+    (row,) = [r for r in team_budget.month_view(db) if r["team"] == "journal-spend"]
+    assert row["spent_usd"] == pytest.approx(0.16) and row["overflow_usd"] == pytest.approx(0.08)
+    assert row["alerts"] == [50, 80, 100]

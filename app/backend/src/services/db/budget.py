@@ -10,8 +10,9 @@ A charge that does not fit is real money already spent (a model call cannot be u
 ``overflow`` and closes the day's budget, so :meth:`DbBudget.check` refuses from then on. The money
 actually spent can therefore pass the limit by at most the calls in flight when it filled up.
 
-Given a buffered journal (``journal=``), a charge is written in the journal's next commit (the
-one that makes the model's answer durable) instead of a transaction of its own.
+Given a buffered journal (``journal=``), a charge, the repository's and the team's
+(:class:`~services.db.team_budget.TeamCharge`), is written in the journal's next commit (the one
+that makes the model's answer durable) instead of a transaction of its own.
 """
 
 from __future__ import annotations
@@ -128,14 +129,19 @@ class DbBudget:
         micros = to_micros(usd)
         if micros <= 0:
             return
-        self.team.charge(self._execution_team(), micros)
-        day = today()
-        charge = Charge(self.repository, day, micros, self.limit_micros)
-        if self._journal is not None:
+        team = self.team.pending_charge(self._execution_team(), micros)
+        charge = Charge(self.repository, today(), micros, self.limit_micros)
+        if self._journal is not None:  # both ride along with the journal's next commit
+            if team is not None:
+                self._journal.defer(self.execution_id, team)
             self._journal.defer(self.execution_id, charge)
             return
         with self._db.transaction() as connection:
+            if team is not None:
+                team.apply(connection)
             charge.apply(connection)
+        if team is not None:
+            team.after_commit([])
 
     def spent_today(self) -> tuple[int, int]:
         """``(admitted, overflow)`` micro-dollars for today (from the loop's shared read when

@@ -25,6 +25,14 @@ Two ways to write:
 
 A live stream reading the journal sees events in batches, still in order and without gaps.
 
+A write that has an ``after_commit(reported)`` method (a team's charge: its alerts are announced
+once they are durable) is called after the commit that wrote it, with what the PostgreSQL
+function reported for the commit (``[]`` on SQLite). Given a :class:`StateReader`
+(:meth:`DbEventSink.read_with`), a commit that ends with a ``tool_result`` or a ``compaction``
+(the ones a model call follows) reads, in its own transaction, the state the checks before that
+call read (:mod:`services.db.step_reads`), and hands it over: on PostgreSQL inside the same
+function call, so a tool step is two round trips, its two commits.
+
 Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop commits twice a
 step), their statements built once with bound parameters.
 
@@ -38,15 +46,22 @@ raises :class:`StaleLease` and writes nothing (the deferred writes included).
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Table, bindparam, insert, update
 
 from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
 from services.db.executions import UnknownExecution
-from services.db.journal_pg import UNKNOWN_EXECUTION, CommitRefused, EventRow, PgCommitter
+from services.db.journal_pg import (
+    UNKNOWN_EXECUTION,
+    CommitRefused,
+    Committed,
+    EventRow,
+    PgCommitter,
+)
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -72,6 +87,8 @@ BARRIERS = frozenset({AgentEventKind.TOOL_CALL, AgentEventKind.TOOL_RESULT,
                       AgentEventKind.FINISHED, AgentEventKind.APPROVAL_REQUESTED,
                       AgentEventKind.COMPACTION, AgentEventKind.RETRY})
 MAX_PENDING = 64
+T = TypeVar("T")
+READ_AFTER = frozenset({AgentEventKind.TOOL_RESULT, AgentEventKind.COMPACTION})
 
 
 class PendingWrite(Protocol):
@@ -85,6 +102,26 @@ class PendingWrite(Protocol):
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         """Its operations for ``studio_journal_commit`` (PostgreSQL); large strings go to
         ``blobs``."""
+
+
+class StateReader(Protocol):
+    """What the checks before a model call read (:class:`~services.db.step_reads.StepReads`),
+    read with a commit."""
+
+    execution_id: str
+
+    def read_keys(self) -> dict[str, Any]:
+        """The ``read`` of ``studio_journal_commit`` (PostgreSQL)."""
+
+    def read_in(self, connection: Connection) -> Any:
+        """The state, read in ``connection``'s transaction (SQLite)."""
+
+    def offer(self, state: Any) -> None:
+        """Hand over a state read with a commit (``read_in``'s, or the PostgreSQL function's
+        JSON) once that commit is done."""
+
+    def read_through(self, read: Callable[[str, Callable[[Connection], Any]], Any]) -> None:
+        """Make its own reads with ``read`` (the journal's held connection, PostgreSQL)."""
 
 
 class DbEventSink:
@@ -102,10 +139,29 @@ class DbEventSink:
         self._writes: list[tuple[str, PendingWrite]] = []
         self._downstream: list[EventSink] = []
         self._pg = PgCommitter(db, hold=buffered) if db.dialect == "postgresql" else None
+        self._reader: StateReader | None = None
+
+    def read_with(self, reader: StateReader) -> None:
+        """Read ``reader``'s state with each commit a model call follows (module docstring);
+        on PostgreSQL its own reads go over the journal's connection while it is held."""
+        self._reader = reader
+        if self._pg is not None:
+            reader.read_through(self._held_read)
+
+    def _held_read(self, what: str, query: Callable[[Connection], T]) -> T:
+        assert self._pg is not None
+        with self._lock:
+            return self._pg.read(what, query)
 
     def forward_to(self, sinks: Sequence[EventSink]) -> None:
-        """Hand every event, once committed, to ``sinks`` in order (durable before shown)."""
+        """Hand every event, once committed, to ``sinks`` in order (durable before shown), with
+        its data as it was stored: redacted by :attr:`redactor`."""
         self._downstream = list(sinks)
+
+    @property
+    def redactor(self) -> Redactor:
+        """What the events' data is redacted with before it is stored (and forwarded)."""
+        return self._redactor
 
     def emit(self, event: AgentEvent) -> None:
         if not self._buffered:
@@ -150,10 +206,18 @@ class DbEventSink:
             for execution_id, _ in writes:
                 by_execution.setdefault(execution_id, [])
             last = 0
+            reader = self._reader if events and events[-1][0].kind in READ_AFTER else None
+            state: Any = None
+            reported: list[dict[str, Any]] = []
             if self._pg is not None:
                 for execution_id, batch in by_execution.items():
-                    last = self._commit_pg(execution_id, batch,
-                                           [w for e, w in writes if e == execution_id])
+                    committed = self._commit_pg(
+                        execution_id, batch, [w for e, w in writes if e == execution_id],
+                        reader.read_keys()
+                        if reader is not None and reader.execution_id == execution_id else None)
+                    last = committed.seq if batch else 0
+                    reported.extend(committed.alerts)
+                    state = committed.state if committed.state is not None else state
             else:
                 known: dict[str, set[str]] = {}
                 with self._db.transaction() as connection:
@@ -162,9 +226,18 @@ class DbEventSink:
                                             known.setdefault(execution_id, set()))
                     for execution_id, write in writes:
                         write.apply(connection, known.setdefault(execution_id, set()))
-            for event, _ in events:
+                    if reader is not None and reader.execution_id in by_execution:
+                        state = reader.read_in(connection)
+            if reader is not None and state is not None:
+                reader.offer(state)
+            for _, write in writes:
+                after = getattr(write, "after_commit", None)
+                if after is not None:
+                    after(reported)
+            for event, data in events:
+                shown = replace(event, data=data) if self._downstream else event
                 for sink in self._downstream:
-                    sink.emit(event)
+                    sink.emit(shown)
             return last
 
     def close(self) -> None:
@@ -177,17 +250,16 @@ class DbEventSink:
                     self._pg.close()
 
     def _commit_pg(self, execution_id: str, batch: list[tuple[AgentEvent, dict[str, Any]]],
-                   writes: list[PendingWrite]) -> int:
+                   writes: list[PendingWrite], read: dict[str, Any] | None) -> Committed:
         assert self._pg is not None
         rows = [EventRow(event.kind.value, event.cycle, data, _evidence_args(event, data))
                 for event, data in batch]
         try:
-            last = self._pg.commit(execution_id, self._lease_epoch, rows, writes)
+            return self._pg.commit(execution_id, self._lease_epoch, rows, writes, read)
         except CommitRefused as refused:
             if refused.code == UNKNOWN_EXECUTION:
                 raise UnknownExecution(execution_id) from None
             raise self._stale(execution_id, refused.current_epoch) from None
-        return last if batch else 0
 
     def _insert(self, connection: Connection, execution_id: str,
                 batch: list[tuple[AgentEvent, dict[str, Any]]], known: set[str]) -> int:

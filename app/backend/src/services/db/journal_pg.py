@@ -1,12 +1,17 @@
 """The journal's commit on PostgreSQL: one call of ``studio_journal_commit``, one round trip.
 
-The function (created by migration 0007) does in the server what the journal does statement by
-statement on SQLite: bump the sequence counter and check the lease epoch, store the blobs, insert
-the events, apply the evidence, checkpoint and budget operations (each
-:class:`~services.db.journal.PendingWrite` gives its own as JSON). The call runs in autocommit
-mode, so it is its own transaction: no ``BEGIN``, no ``COMMIT``, one statement.
+The function (created by migration 0007, answering JSON since 0021) does in the server what the
+journal does statement by statement on SQLite: bump the sequence counter and check the lease
+epoch, store the blobs, insert the events, apply the evidence, checkpoint and budget operations
+and the team's charge (each :class:`~services.db.journal.PendingWrite` gives its own as JSON).
+It answers the last sequence number, the team budget alerts the commit inserted and, when asked
+(``read``), the state the loop's next checks read (:mod:`services.db.step_reads`), as of the
+commit. The call runs in autocommit mode, so it is its own transaction: no ``BEGIN``, no
+``COMMIT``, one statement.
 :class:`PgCommitter` keeps one connection for a loop's journal (no pool checkout, no pre-ping
-between commits) and takes a fresh, pinged one from the pool after :data:`IDLE_S` without use.
+between commits) and takes a fresh, pinged one from the pool after :data:`IDLE_S` without use;
+the loop's reads before its calls (:mod:`services.db.step_reads`) use it too while it is held
+(:meth:`PgCommitter.read`).
 
 A commit cut by a lost connection (the held connection ended under it by a failover, a pooler
 restart, an idle reaper) is run again, whole, on a fresh connection
@@ -23,11 +28,11 @@ from __future__ import annotations
 import base64
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
-from sqlalchemy import Connection, Table, select, text
+from sqlalchemy import Connection, Table, select
 from sqlalchemy.exc import DBAPIError
 
 from services.db.blobs import compress, extract
@@ -37,10 +42,12 @@ from services.db.models import ExecutionEvent, NodeExecution
 from services.db.session import Database
 
 IDLE_S = 10.0
+T = TypeVar("T")
 UNKNOWN_EXECUTION = "SX001"
 STALE_EPOCH = "SX002"
 _KNOWN_DIGESTS_MAX = 10_000
-_CALL = text("SELECT studio_journal_commit(CAST(:payload AS json))")
+# sent as it is (``exec_driver_sql``: no compilation per commit; the listeners still see it)
+_CALL = "SELECT studio_journal_commit(CAST(%(payload)s AS json))"
 _EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
 _EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
 
@@ -55,6 +62,16 @@ class EventRow:
     cycle: int
     data: dict[str, Any]
     evidence: dict[str, Any] | None  # the arguments of :func:`evidence_op`, for tool events
+
+
+@dataclass(frozen=True)
+class Committed:
+    """What a commit answered: the last sequence number (the counter when no events), the
+    alerts it inserted (``services.db.team_budget``), the state read with it (or ``None``)."""
+
+    seq: int
+    alerts: list[dict[str, Any]]
+    state: dict[str, Any] | None
 
 
 class CommitRefused(Exception):  # noqa: N818 (mapped to UnknownExecution or StaleLease)
@@ -76,14 +93,17 @@ class PgCommitter:
         self._last: dict[str, int] = {}  # execution id -> the last sequence number written
 
     def commit(self, execution_id: str, epoch: int | None, events: list[EventRow],
-               writes: Sequence[OpsSource]) -> int:
-        """One call; answers the last sequence number (the counter when no events)."""
+               writes: Sequence[OpsSource], read: dict[str, Any] | None = None) -> Committed:
+        """One call; ``read``: the keys of the state to read with it (see the module
+        docstring)."""
         blobs: dict[str, bytes] = {}
         payload: dict[str, Any] = {
             "execution_id": execution_id, "epoch": epoch,
             "events": [{"kind": e.kind, "cycle": e.cycle, "data": extract(e.data, blobs)}
                        for e in events],
         }
+        if read is not None:
+            payload["read"] = read
         ops = [evidence_op(blobs=blobs, **e.evidence) for e in events if e.evidence is not None]
         for write in writes:
             ops.extend(write.as_ops(blobs))
@@ -93,20 +113,29 @@ class PgCommitter:
                              "data": base64.b64encode(compress(raw)).decode()}
                             for d, raw in fresh.items()]
         text_payload = json.dumps(payload, separators=(",", ":"))
-        events_sent: list[dict[str, Any]] = json.loads(text_payload)["events"]
         before = self._last.get(execution_id)
-        last = rerun("journal append", lambda: self._call(text_payload),
-                     before_rerun=lambda: self.landed(execution_id, events_sent, before))
-        self._last[execution_id] = last
+
+        def landed() -> Committed | None:  # a cut commit that did land answers no alerts
+            events_sent: list[dict[str, Any]] = json.loads(text_payload)["events"]
+            seq = self.landed(execution_id, events_sent, before)
+            return Committed(seq, [], None) if seq is not None else None
+
+        committed = rerun("journal append", lambda: self._call(text_payload),
+                          before_rerun=landed)
+        self._last[execution_id] = committed.seq
         if len(self._known) > _KNOWN_DIGESTS_MAX:
             self._known.clear()
         self._known.update((execution_id, d) for d in fresh)
-        return last
+        return committed
 
-    def _call(self, payload: str) -> int:
+    def _call(self, payload: str) -> Committed:
         conn = self._connection()
         try:
-            return int(conn.execute(_CALL, {"payload": payload}).scalar_one())
+            answer = conn.exec_driver_sql(_CALL, {"payload": payload}).scalar_one()
+            if isinstance(answer, str | bytes):  # a driver that does not load json itself
+                answer = json.loads(answer)
+            return Committed(int(answer["seq"]), list(answer.get("alerts") or []),
+                             answer.get("state"))
         except DBAPIError as exc:
             self.close()
             sqlstate = getattr(exc.orig, "sqlstate", None)
@@ -144,6 +173,28 @@ class PgCommitter:
             return first + count - 1 if found == sent else None
 
         return self._db.read("journal append check", read)
+
+    def read(self, what: str, query: Callable[[Connection], T]) -> T:
+        """``query`` on the held connection while it is fresh (one round trip: no pool
+        checkout, no ping), else as :meth:`Database.read` does; run again on a fresh connection
+        when a lost connection cuts it."""
+        if self._conn is None or time.monotonic() - self._used_at > IDLE_S:
+            return self._db.read(what, query)
+
+        def once() -> T:
+            conn = self._conn
+            if conn is None:  # dropped by a lost connection: the pool's
+                with self._db.read_connection() as connection:
+                    return query(connection)
+            try:
+                return query(conn)
+            except DBAPIError:
+                self.close()
+                raise
+            finally:
+                self._used_at = time.monotonic()
+
+        return rerun(what, once)
 
     def _connection(self) -> Connection:
         if self._conn is not None and time.monotonic() - self._used_at > IDLE_S:

@@ -11,16 +11,24 @@ it has not read that snapshot yet and the snapshot is younger than :data:`MAX_AG
 reads anew. The engine always asks the run control first, so the control reads fresh, and the
 limits and the budget asked right after it share that read: each check sees the database as of
 that moment's read (made just before it), never a value it has already seen.
+
+The loop's journal reads the same state with each commit a model call follows (a tool's result,
+a compaction: :meth:`~services.db.journal.DbEventSink.read_with`), in that commit's transaction,
+and hands it over (:meth:`StepReads.offer`) as a new snapshot nobody has seen: the checks before
+the next model call are answered from it, with no read of their own (on PostgreSQL the commit's
+function call carries the read: no round trip). A snapshot is still at most :data:`MAX_AGE_S`
+old when it answers, and still answers each consumer once.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sqlalchemy import Table, bindparam, literal_column, select, true
+from sqlalchemy import Connection, Row, Table, bindparam, literal_column, select, true
 
 from services.db.base import utcnow
 from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting, Team, TeamSpend
@@ -77,6 +85,7 @@ class StepReads:
     repository: str
     max_age_s: float = MAX_AGE_S
     statements: int = 0  # reads made (the benchmark and the tests count them)
+    _through: Callable[[str, Callable[[Connection], Any]], Any] | None = None
     _latest: StepState | None = None
     _seen: set[str] = field(default_factory=set)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -99,20 +108,55 @@ class StepReads:
             self._latest, self._seen = state, {consumer}
             return state
 
-    def _read(self) -> StepState:
+    def offer(self, state: StepState | dict[str, Any]) -> None:
+        """A state read with a journal commit (:meth:`read_in`'s, or the JSON the PostgreSQL
+        function answered): the latest snapshot from now on, seen by no consumer yet."""
+        if isinstance(state, dict):
+            state = _state(state, state.get("settings") or {})
+        with self._lock:
+            self._latest, self._seen = replace(state, read_at=time.monotonic()), set()
+
+    def read_keys(self) -> dict[str, Any]:
+        """What ``studio_journal_commit`` reads with a commit (migration 0021)."""
         today = utcnow().date()
-        params = {"p_id": self.execution_id, "p_repository": self.repository,
-                  "p_day": today, "p_month": month_of(today)}
-        rows = self.db.read("step read", lambda connection: connection.execute(
+        return {"repository": self.repository, "day": today.isoformat(),
+                "month": month_of(today)}
+
+    def read_in(self, connection: Connection) -> StepState:
+        """The state, read in ``connection``'s transaction (a journal commit's, SQLite)."""
+        return _from_rows(connection.execute(_READ, self._params()).all())
+
+    def _params(self) -> dict[str, Any]:
+        today = utcnow().date()
+        return {"p_id": self.execution_id, "p_repository": self.repository,
+                "p_day": today, "p_month": month_of(today)}
+
+    def read_through(self, read: Callable[[str, Callable[[Connection], Any]], Any]) -> None:
+        """Make the reads with ``read`` (the loop's journal's held connection, PostgreSQL)."""
+        self._through = read
+
+    def _read(self) -> StepState:
+        params = self._params()
+        read = self._through or self.db.read
+        rows = read("step read", lambda connection: connection.execute(
             _READ, params).all())  # run again on a fresh connection if the one used drops
         self.statements += 1
-        first = rows[0]
-        return StepState(
-            cancel_requested=bool(first.cancel),
-            spent_micros=int(first.spent or 0), overflow_micros=int(first.overflow or 0),
-            settings={str(row.key): row.value for row in rows if row.key is not None},
-            read_at=time.monotonic(),
-            team=TeamState(first.team_id, int(first.team_spent or 0),
-                           int(first.team_overflow or 0),
-                           to_micros(float(first.team_budget))
-                           if first.team_budget is not None else None))
+        return _from_rows(rows)
+
+
+def _from_rows(rows: Sequence[Row[Any, Any, Any, Any, Any, Any, Any, Any, Any]]) -> StepState:
+    first = rows[0]
+    return _state(first._mapping, {str(row.key): row.value for row in rows
+                                   if row.key is not None})
+
+
+def _state(found: Any, settings: dict[str, Any]) -> StepState:
+    """A :class:`StepState` from the read's columns (a row's mapping, or the function's JSON)."""
+    budget = found["team_budget"]
+    return StepState(
+        cancel_requested=bool(found["cancel"]),
+        spent_micros=int(found["spent"] or 0), overflow_micros=int(found["overflow"] or 0),
+        settings=settings, read_at=time.monotonic(),
+        team=TeamState(found["team_id"], int(found["team_spent"] or 0),
+                       int(found["team_overflow"] or 0),
+                       to_micros(float(budget)) if budget is not None else None))

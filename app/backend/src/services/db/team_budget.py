@@ -16,13 +16,14 @@ never blocks the run.
 
 from __future__ import annotations
 
+import itertools
 import logging
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import date
 from typing import Any
 
-from sqlalchemy import Table, bindparam, select, update
+from sqlalchemy import Connection, Table, bindparam, select, update
 
 from services.db.base import utcnow
 from services.db.models import Team, TeamBudgetAlert, TeamSpend
@@ -39,12 +40,16 @@ _ADMIT = (update(_SPEND)
           .where(_KEY, _SPEND.c.spent_micros + bindparam("p_micros") <= bindparam("p_limit"))
           .values(spent_micros=_SPEND.c.spent_micros + bindparam("p_micros"),
                   updated_at=bindparam("p_now"))
-          .returning(_SPEND.c.spent_micros))
+          .returning(_SPEND.c.spent_micros, _SPEND.c.overflow_micros))
 _OVERFLOW = (update(_SPEND).where(_KEY)
              .values(overflow_micros=_SPEND.c.overflow_micros + bindparam("p_micros"),
-                     updated_at=bindparam("p_now")))
+                     updated_at=bindparam("p_now"))
+             .returning(_SPEND.c.spent_micros, _SPEND.c.overflow_micros))
 _TOTALS = select(_SPEND.c.spent_micros, _SPEND.c.overflow_micros).where(_KEY)
+_TEAM = select(Team.name, Team.notify_url, Team.monthly_budget_usd).where(
+    Team.id == bindparam("p_team"))
 NO_LIMIT = 2 ** 62
+_REFS = itertools.count(1)
 
 
 @dataclass(frozen=True)
@@ -122,63 +127,112 @@ class TeamLayer:
                 or state.spent_micros + self.largest_call_micros > budget)
 
     def charge(self, team_id: str | None, micros: int) -> None:
-        """Admit ``micros`` into the team's month (overflow past the budget), then record the
-        thresholds this charge crossed."""
+        """Admit ``micros`` into the team's month (overflow past the budget) and record the
+        thresholds this charge crossed, in a transaction of its own; then announce them."""
+        pending = self.pending_charge(team_id, micros)
+        if pending is None:
+            return
+        with self._db.transaction() as connection:
+            pending.apply(connection)
+        pending.after_commit([])
+
+    def pending_charge(self, team_id: str | None, micros: int) -> TeamCharge | None:
+        """The charge of one model call, to be written by the caller (``None``: nothing to
+        charge); the execution's costliest call is noted either way."""
         self.largest_call_micros = max(self.largest_call_micros, micros)
         if team_id is None or micros <= 0:
-            return
-        month = this_month()
-        key = {"p_team": team_id, "p_month": month}
-        with self._db.transaction() as connection:
-            budget_usd = connection.execute(select(Team.monthly_budget_usd)
-                                            .where(Team.id == team_id)).scalar_one_or_none()
-            budget = to_micros(float(budget_usd)) if budget_usd is not None else None
-            connection.execute(
-                dialect_insert(connection)(_SPEND)
-                .values(team_id=team_id, month=month, spent_micros=0, overflow_micros=0,
-                        updated_at=utcnow())
-                .on_conflict_do_nothing(index_elements=["team_id", "month"]))
-            before = connection.execute(_TOTALS, key).one()
-            admitted = connection.execute(_ADMIT, {
-                **key, "p_micros": micros, "p_now": utcnow(),
-                "p_limit": budget if budget is not None else NO_LIMIT}).one_or_none()
-            if admitted is None:
-                connection.execute(_OVERFLOW, {**key, "p_micros": micros, "p_now": utcnow()})
-        if budget is not None and budget > 0:
-            total = int(before[0]) + int(before[1])
-            self._alert(team_id, _crossed(total, total + micros, budget), total + micros,
-                        budget)
+            return None
+        return TeamCharge(team_id, this_month(), micros)
 
-    def _alert(self, team_id: str, thresholds: list[int], spent: int, budget: int) -> None:
-        if not thresholds:
+
+_ENSURE_MONTH: dict[str, Any] = {}
+
+
+def _ensure_month(connection: Connection) -> Any:
+    """The month's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), built once per
+    dialect."""
+    name = connection.dialect.name
+    found = _ENSURE_MONTH.get(name)
+    if found is None:
+        found = _ENSURE_MONTH[name] = (
+            dialect_insert(connection)(_SPEND)
+            .values(team_id=bindparam("p_team"), month=bindparam("p_month"), spent_micros=0,
+                    overflow_micros=0, updated_at=bindparam("p_now"))
+            .on_conflict_do_nothing(index_elements=["team_id", "month"]))
+    return found
+
+
+@dataclass(frozen=True)
+class TeamCharge:
+    """One model call's charge to its team's month: a journal ``PendingWrite`` (it rides along
+    with the journal's next commit), with the alerts it inserted announced after that commit."""
+
+    team_id: str
+    month: str
+    micros: int
+    ref: int = field(default_factory=lambda: next(_REFS))
+    found: list[TeamAlert] = field(default_factory=list, compare=False)
+
+    def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
+        """The ledger and the alert rows in ``connection``'s transaction (SQLite, and
+        :meth:`TeamLayer.charge`); the new alerts wait in :attr:`found` for the commit."""
+        key = {"p_team": self.team_id, "p_month": self.month}
+        team = connection.execute(_TEAM, key).one_or_none()
+        budget = (to_micros(float(team.monthly_budget_usd))
+                  if team is not None and team.monthly_budget_usd is not None else None)
+        connection.execute(_ensure_month(connection), {**key, "p_now": utcnow()})
+        totals = connection.execute(_ADMIT, {
+            **key, "p_micros": self.micros, "p_now": utcnow(),
+            "p_limit": budget if budget is not None else NO_LIMIT}).one_or_none()
+        if totals is None:
+            totals = connection.execute(_OVERFLOW, {**key, "p_micros": self.micros,
+                                                    "p_now": utcnow()}).one()
+        if team is None or budget is None or budget <= 0:
             return
-        month = this_month()
-        new: list[int] = []
-        with self._db.transaction() as connection:
-            for threshold in thresholds:
-                inserted = connection.execute(
-                    dialect_insert(connection)(_ALERTS)
-                    .values(team_id=team_id, month=month, threshold=threshold,
-                            spent_micros=spent, budget_micros=budget, created_at=utcnow(),
-                            attempts=0)
-                    .on_conflict_do_nothing(index_elements=["team_id", "month", "threshold"]))
-                if inserted.rowcount:
-                    new.append(threshold)
-            team = connection.execute(select(Team.name, Team.notify_url)
-                                      .where(Team.id == team_id)).one()
-        for threshold in new:
-            alert = TeamAlert(team_id, str(team[0]), month, threshold, spent / MICROS,
-                              budget / MICROS, team[1])
-            log.warning("team_budget_alert: team %s reached %d%% of its %s budget "
-                        "($%.2f of $%.2f)", alert.team, threshold, month, alert.spent_usd,
-                        alert.budget_usd, extra={"event": "team_budget_alert",
-                                                 "team": alert.team, "month": month,
-                                                 "threshold": threshold})
-            for hook in ALERT_HOOKS:
-                try:
-                    hook(alert)
-                except Exception:  # a notifier never stops the run
-                    log.exception("a team budget alert hook failed")
+        after = int(totals[0]) + int(totals[1])
+        for threshold in _crossed(after - self.micros, after, budget):
+            inserted = connection.execute(
+                dialect_insert(connection)(_ALERTS)
+                .values(team_id=self.team_id, month=self.month, threshold=threshold,
+                        spent_micros=after, budget_micros=budget, created_at=utcnow(),
+                        attempts=0)
+                .on_conflict_do_nothing(index_elements=["team_id", "month", "threshold"]))
+            if inserted.rowcount:
+                self.found.append(TeamAlert(self.team_id, str(team.name), self.month,
+                                            threshold, after / MICROS, budget / MICROS,
+                                            team.notify_url))
+
+    def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
+        """Its operation for ``studio_journal_commit`` (migration 0021)."""
+        return [{"op": "team_charge", "ref": str(self.ref), "team_id": self.team_id,
+                 "month": self.month, "micros": self.micros, "no_limit": NO_LIMIT,
+                 "thresholds": list(THRESHOLDS)}]
+
+    def after_commit(self, reported: list[dict[str, Any]]) -> None:
+        """Announce the alerts this charge inserted (``reported``: what the PostgreSQL
+        function answered for the whole commit; SQLite's are in :attr:`found`)."""
+        alerts = list(self.found) + [
+            TeamAlert(str(a["team_id"]), str(a["team"]), str(a["month"]), int(a["threshold"]),
+                      int(a["spent_micros"]) / MICROS, int(a["budget_micros"]) / MICROS,
+                      a.get("notify_url"))
+            for a in reported if str(a.get("ref")) == str(self.ref)]
+        self.found.clear()
+        for alert in alerts:
+            announce(alert)
+
+
+def announce(alert: TeamAlert) -> None:
+    """Log the operator event ``team_budget_alert`` and hand the alert to :data:`ALERT_HOOKS`
+    (the process that inserted its row does, once)."""
+    log.warning("team_budget_alert: team %s reached %d%% of its %s budget "
+                "($%.2f of $%.2f)", alert.team, alert.threshold, alert.month, alert.spent_usd,
+                alert.budget_usd, extra={"event": "team_budget_alert", "team": alert.team,
+                                         "month": alert.month, "threshold": alert.threshold})
+    for hook in ALERT_HOOKS:
+        try:
+            hook(alert)
+        except Exception:  # a notifier never stops the run
+            log.exception("a team budget alert hook failed")
 
 
 def month_view(db: Database, month: str | None = None) -> list[dict[str, Any]]:

@@ -117,6 +117,8 @@ class AttemptScope:
         journal = self.journal(buffered=not legacy)
         team_alerts.install(self.db, self.settings)  # the team budget's alerts, sent aside
         reads = StepReads(self.db, self.execution_id, request.budget_key)
+        if not legacy:  # the commit a model call follows reads what its checks read
+            journal.read_with(reads)
         control = DbRunControl(self.db, self.execution_id, reads=reads)
         wiring = LoopWiring.build(
             self.db, self.execution_id, request.budget_key, limits,

@@ -195,11 +195,13 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
     with contextlib.ExitStack() as stack:
         cycles = LastCycle()
         # One redaction per event for every sink shown (not one per sink).
-        shown: list[EventSink] = [RedactingSink(FanOutSink([
-            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)]), redactor)]
+        shown_raw = FanOutSink([
+            *sinks, LogSink(engine.provider, ctx.request_id, ctx.correlation_id)])
+        shown: list[EventSink] = [RedactingSink(shown_raw, redactor)]
         journal = wiring.journal
         if isinstance(journal, DbEventSink):  # buffered: shown once committed
-            journal.forward_to(shown)
+            # with the data it stored, redacted already when it is by the same redactor
+            journal.forward_to([shown_raw] if journal.redactor is redactor else shown)
             sink: EventSink = FanOutSink([cycles, journal])
         else:
             sink = FanOutSink([cycles, journal, *shown])
