@@ -45,6 +45,7 @@ from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 from services.execution.tool_domains.git.runner import GitAuthor, empty_home, run_git
 from services.repos.credentials import TokenGitAuth
+from services.repos.disk_use import DiskUse, measure
 from services.repos.mirrors import MirrorCache, MirrorLease, lease_mirror, tree_size
 from services.repos.urls import (
     RepositoryUrlRejected,
@@ -57,10 +58,11 @@ from services.settings import StudioSettings
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
-    "adopt_workspace", "attempt_directory", "borrowed_mirror", "check_disk", "cleanup",
-    "deployment_mark", "disk_room_check", "github_repo_from_url", "keep", "provision_workspace",
-    "reap_orphans", "remote_branch_sha", "slugify", "validate_repo_url",
+    "DiskUse", "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace",
+    "WorkspaceDiskExceeded", "adopt_workspace", "attempt_directory", "borrowed_mirror",
+    "check_disk", "cleanup", "deployment_mark", "disk_room_check", "disk_use",
+    "github_repo_from_url", "keep", "provision_workspace", "reap_orphans", "remote_branch_sha",
+    "slugify", "validate_repo_url",
 ]
 
 DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
@@ -91,6 +93,8 @@ class Workspace:
     remote_url: str
     execution_id: str = ""
     disk_cap_bytes: int = DEFAULT_DISK_CAP_BYTES
+    # what the workspace held itself when provisioned (None for an adopted one)
+    disk: DiskUse | None = None
 
     @property
     def root(self) -> Path:
@@ -286,9 +290,10 @@ def provision_workspace(
             _LEASES[root] = lease
         commit = _start_branch(root / "repo", branch, base_commit, author,
                                existing=work_branch is not None)
+        disk = measure(root, root / "repo")
+        _within_cap(disk.own_bytes, disk_cap_bytes)
         ws = Workspace(root / "repo", base, commit, branch, repo.url, execution_id,
-                       disk_cap_bytes)
-        check_disk(ws)
+                       disk_cap_bytes, disk)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         lease = _LEASES.pop(root, None)
@@ -339,11 +344,21 @@ def adopt_workspace(ws: Workspace, attempt: int) -> Workspace:
 def check_disk(ws: Workspace) -> int:
     """The bytes the workspace uses; ``WorkspaceDiskExceeded`` when over its cap."""
     used = tree_size(ws.root)
-    if used > ws.disk_cap_bytes:
-        raise WorkspaceDiskExceeded(
-            f"the workspace uses {used} bytes, over its cap of {ws.disk_cap_bytes}",
-            details={"resource": "disk", "used_bytes": used, "cap_bytes": ws.disk_cap_bytes})
+    _within_cap(used, ws.disk_cap_bytes)
     return used
+
+
+def disk_use(ws: Workspace) -> DiskUse:
+    """What ``ws`` holds itself: as measured when provisioned, else (an adopted workspace)
+    now."""
+    return ws.disk or measure(ws.root, ws.path)
+
+
+def _within_cap(used: int, cap: int) -> None:
+    if used > cap:
+        raise WorkspaceDiskExceeded(
+            f"the workspace uses {used} bytes, over its cap of {cap}",
+            details={"resource": "disk", "used_bytes": used, "cap_bytes": cap})
 
 
 LARGE_WRITE_BYTES = 1024 * 1024
