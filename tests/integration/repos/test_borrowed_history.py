@@ -115,6 +115,29 @@ def test_the_workspace_borrows_the_mirror_instead_of_copying_it(
     assert ws.disk.own_bytes <= checkout * 1.1, ws.disk
 
 
+def _upload_pack_posts(remote: Remote, since: int) -> int:
+    return sum(1 for r in remote.host.requests[since:]
+               if r.method == "POST" and r.service == "git-upload-pack")
+
+
+def test_a_warm_clone_is_made_from_the_mirror_not_from_the_remote(
+        remote: Remote, settings: StudioSettings) -> None:
+    """Warm, the remote is asked twice (its head branch, and the mirror's fetch, which finds
+    nothing to download); the clone itself is local. The cold provisioning (the control) also
+    downloads the pack."""
+    provision(remote, settings, "exec-cold")
+    cold_posts, cold_bytes = _upload_pack_posts(remote, 0), remote.host.pack_bytes_sent
+    seen = len(remote.host.requests)
+    ws = provision(remote, settings, "exec-warm")
+    assert cold_posts == 3  # ls-remote's ls-refs; the fetch's ls-refs, then its fetch
+    assert _upload_pack_posts(remote, seen) == 2  # the two ls-refs, no fetch, no clone
+    assert remote.host.pack_bytes_sent - cold_bytes < 2_000  # two ref advertisements
+    assert plain_git(ws.path, "remote", "get-url", "origin") == remote.url
+    assert plain_git(ws.path, "symbolic-ref", "refs/remotes/origin/HEAD") == \
+        "refs/remotes/origin/main"
+    assert plain_git(ws.path, "rev-parse", "origin/main") == ws.base_commit
+
+
 def test_history_tools_work_on_a_borrowed_clone(remote: Remote,
                                                 settings: StudioSettings) -> None:
     ws = provision(remote, settings, "exec-history")
