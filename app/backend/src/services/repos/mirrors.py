@@ -106,6 +106,15 @@ def lease_mirror(mirror: Path) -> MirrorLease:
     return MirrorLease(mirror, fd)
 
 
+def _head_of(mirror: Path) -> str | None:
+    """The branch the mirror's ``HEAD`` names (read from the file: no git process)."""
+    try:
+        text = (mirror / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return text.removeprefix("ref: refs/heads/") if text.startswith("ref: refs/heads/") else None
+
+
 class MirrorCheckout(NamedTuple):
     """An up-to-date mirror (``path``), the caller's lease on it, and the branch the remote's
     ``HEAD`` names (None when it names none)."""
@@ -170,7 +179,7 @@ class MirrorCache:
                          "--no-write-fetch-head", "--upload-pack=git-upload-pack",
                          "--end-of-options", repo.url, *MIRROR_REFSPECS], env_extra=env,
                 timeout_s=MIRROR_FETCH_TIMEOUT_S)
-        if head is not None:
+        if head is not None and _head_of(mirror) != head:
             run_git(mirror, ["symbolic-ref", "HEAD", f"refs/heads/{head}"])
         return head
 

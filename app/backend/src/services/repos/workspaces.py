@@ -171,7 +171,7 @@ def remote_branch_sha(remote_url: str, branch: str, auth_env: Mapping[str, str])
 
 
 def _clone(repo: ValidatedRepo, dest: Path, base: str | None, env: Mapping[str, str],
-           cache: MirrorCache | None) -> tuple[str, MirrorLease | None]:
+           cache: MirrorCache | None, author: GitAuthor) -> tuple[str, MirrorLease | None]:
     """Clone ``base`` (default: the remote's head branch) into ``dest``; the branch, and the
     lease on the mirror the clone borrows from, if any.
 
@@ -179,7 +179,9 @@ def _clone(repo: ValidatedRepo, dest: Path, base: str | None, env: Mapping[str, 
     ``--shared`` (its ``objects/info/alternates`` names the mirror's object directory): the
     refs are copied and the base checked out, nothing else; its ``origin`` is then pointed at
     the repository's URL, so fetches and pushes go there as from any clone."""
-    common = ["clone", "--quiet", "--no-recurse-submodules", "--upload-pack=git-upload-pack"]
+    # the identity goes into the clone's config as it is made (no git process of its own)
+    common = ["clone", "--quiet", "--no-recurse-submodules", "--upload-pack=git-upload-pack",
+              "--config", f"user.name={author.name}", "--config", f"user.email={author.email}"]
     if repo.local or cache is None:
         base = base or remote_head_branch(dest.parent, repo.url, env)
         extra = ["--no-hardlinks"] if repo.local else []
@@ -246,8 +248,6 @@ def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAut
     # an existing branch (a follow-up works on the pull request's own) is reset to the base
     run_git(ws, ["checkout", "--quiet", "-B" if existing else "-b", branch, commit],
             author=author)
-    run_git(ws, ["config", "user.name", author.name], author=author)
-    run_git(ws, ["config", "user.email", author.email], author=author)
     return commit
 
 
@@ -290,7 +290,7 @@ def provision_workspace(
         wanted = None if base_branch is None else _checked_branch(root, base_branch)
         cache = (None if repo.local or not settings.repo_mirrors
                  else (mirror_cache or default_mirror_cache(settings)))
-        base, lease = _clone(repo, root / "repo", wanted, env, cache)
+        base, lease = _clone(repo, root / "repo", wanted, env, cache, author)
         if lease is not None:
             _LEASES[root] = lease
         commit = _start_branch(root / "repo", branch, base_commit, author,
