@@ -125,6 +125,10 @@ def test_a_run_page_shows_the_failing_test_the_fix_the_diff_and_the_links(
              for e in browser.find_elements(By.CSS_SELECTOR, "#conversation .finalize")]
     assert steps == ["commit", "push", "pull_request"]
     assert text(browser, "run-cost").startswith("$")
+    # the workspace's own disk use, as text (issue 35): a clone through the mirror cache
+    wait(browser).until(lambda d: "history borrowed from the mirror" in text(d, "run-disk"))
+    assert re.fullmatch(r"[\d.]+ MB \(checkout [\d.]+ MB\), history borrowed from the mirror",
+                        text(browser, "run-disk"))
     _checked(browser, "run-page-finished")
 
     go(browser, studio.url, "#/runs")

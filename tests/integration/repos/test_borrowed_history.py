@@ -4,6 +4,7 @@ still work, a command cannot write to the mirror, and the mirror stays while it 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
@@ -16,6 +17,7 @@ import pytest
 from services.execution.envelope import envelope_to_json
 from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.messages import ToolCall
+from services.execution.ports import GitAuth
 from services.execution.sandbox.layout import bwrap_workspace_args
 from services.execution.tool_domains.context import ToolDomainContext
 from services.execution.tool_domains.dispatch import Dispatcher, ToolRegistry
@@ -81,11 +83,12 @@ def provision(remote: Remote, settings: StudioSettings, execution_id: str,
                                git_auth=auth_of(remote), settings=settings, slug="x", **kwargs)
 
 
-def git_tool(ws: Workspace, operation: str, **args: Any) -> dict[str, Any]:
+def git_tool(ws: Workspace, operation: str, auth: GitAuth | None = None,
+             **args: Any) -> dict[str, Any]:
     ctx = ToolDomainContext(workspace_root=ws.path, execution_id=ws.execution_id,
                             request_id="r", correlation_id="c", branch=ws.branch,
                             default_branch=ws.base_branch, git_author_name=AUTHOR[0],
-                            git_author_email=AUTHOR[1])
+                            git_author_email=AUTHOR[1], git_auth=auth)
     call = ToolCall(call_id="c1", tool_name=f"git_{operation}", domain="git",
                     operation=operation, args=args)
     envelope = envelope_to_json(Dispatcher(ToolRegistry(git_domain.SPECS)).dispatch(call, ctx))
@@ -105,6 +108,34 @@ def test_the_workspace_borrows_the_mirror_instead_of_copying_it(
     assert own_objects < 50_000, own_objects  # the 1 MB blob lives in the mirror only
     assert tree_size(mirror / "objects") > 1_000_000
     assert plain_git(ws.path, "fsck", "--connectivity-only") == ""
+    # what an operator reads (studio executions show, the run page): the checkout and little
+    # else, the history borrowed; test_without_mirrors_the_clone_is_whole is the control
+    assert ws.disk is not None and ws.disk.borrows_mirror
+    assert ws.disk.checkout_bytes == checkout
+    assert ws.disk.own_bytes <= checkout * 1.1, ws.disk
+
+
+def _upload_pack_posts(remote: Remote, since: int) -> int:
+    return sum(1 for r in remote.host.requests[since:]
+               if r.method == "POST" and r.service == "git-upload-pack")
+
+
+def test_a_warm_clone_is_made_from_the_mirror_not_from_the_remote(
+        remote: Remote, settings: StudioSettings) -> None:
+    """Warm, the remote is asked twice (its head branch, and the mirror's fetch, which finds
+    nothing to download); the clone itself is local. The cold provisioning (the control) also
+    downloads the pack."""
+    provision(remote, settings, "exec-cold")
+    cold_posts, cold_bytes = _upload_pack_posts(remote, 0), remote.host.pack_bytes_sent
+    seen = len(remote.host.requests)
+    ws = provision(remote, settings, "exec-warm")
+    assert cold_posts == 3  # ls-remote's ls-refs; the fetch's ls-refs, then its fetch
+    assert _upload_pack_posts(remote, seen) == 2  # the two ls-refs, no fetch, no clone
+    assert remote.host.pack_bytes_sent - cold_bytes < 2_000  # two ref advertisements
+    assert plain_git(ws.path, "remote", "get-url", "origin") == remote.url
+    assert plain_git(ws.path, "symbolic-ref", "refs/remotes/origin/HEAD") == \
+        "refs/remotes/origin/main"
+    assert plain_git(ws.path, "rev-parse", "origin/main") == ws.base_commit
 
 
 def test_history_tools_work_on_a_borrowed_clone(remote: Remote,
@@ -148,6 +179,50 @@ def _history_and_no_writes(ws: Workspace, ctx: ToolDomainContext) -> None:
     assert sorted(p.name for p in (mirror / "objects").rglob("*")) == before
     assert "evil" not in plain_git(mirror, "for-each-ref")
     assert plain_git(ws.path, "fsck", "--connectivity-only") == ""
+
+
+def mirror_state(mirror: Path) -> dict[str, str]:
+    """Every file of the mirror (objects, refs, config) with a digest of its content.
+
+    Not its modification time: git *freshens* an object it would write but finds, in an
+    alternate too (``utime``), which only makes it look recently used to a ``prune``."""
+    return {str(path.relative_to(mirror)): hashlib.sha256(path.read_bytes()).hexdigest()
+            for path in mirror.rglob("*") if path.is_file()}
+
+
+def test_unsandboxed_commands_can_write_the_mirror(remote: Remote,
+                                                   settings: StudioSettings) -> None:
+    """The control of the test above: without a sandbox the same uid can write the mirror,
+    so the witness (the mirror's files and refs) does see a write when there is one."""
+    ws = provision(remote, settings, "exec-none")
+    mirror = borrowed_mirror(ws.path)
+    assert mirror is not None
+    before = mirror_state(mirror)
+    with sandbox_context(ws.path, "none") as ctx:
+        run_command(ctx, command=f"touch {mirror / 'objects'}/planted")
+    assert mirror_state(mirror) != before
+
+
+def test_the_models_git_tools_write_only_the_workspaces_own_objects(
+        remote: Remote, settings: StudioSettings) -> None:
+    """The git domain runs in the harness, unsandboxed: its commit, branch and fetch add
+    objects and refs to the workspace's own ``.git`` (git never writes into an alternate), and
+    the mirror is left as it was."""
+    ws = provision(remote, settings, "exec-git-tools")
+    mirror = borrowed_mirror(ws.path)
+    assert mirror is not None
+    before = mirror_state(mirror)
+    (ws.path / "notes.txt").write_text("rewritten by the model\n")
+    (ws.path / "new.bin").write_bytes(os.urandom(200_000))
+    git_tool(ws, "add")
+    sha = git_tool(ws, "commit", message="the model's change")["sha"]
+    git_tool(ws, "create_branch", name="studio/exec-git-tools-2")
+    git_tool(ws, "fetch", auth=auth_of(remote))
+    assert plain_git(ws.path, "cat-file", "-t", sha) == "commit"  # written, in the workspace
+    assert subprocess.run(["git", "--git-dir", str(mirror), "cat-file", "-e", sha],
+                          capture_output=True, check=False).returncode != 0
+    assert mirror_state(mirror) == before
+    assert tree_size(ws.path / ".git" / "objects") > 100_000  # the new blob is the clone's own
 
 
 def test_only_the_borrowed_objects_are_bound_read_only(remote: Remote,
@@ -249,3 +324,5 @@ def test_without_mirrors_the_clone_is_whole(remote: Remote, tmp_path: Path) -> N
     assert borrowed_mirror(ws.path) is None
     assert not (tmp_path / "pod-data" / "mirrors").exists()
     assert tree_size(ws.path / ".git" / "objects") > 1_000_000
+    assert ws.disk is not None and not ws.disk.borrows_mirror
+    assert ws.disk.own_bytes > ws.disk.checkout_bytes + 1_000_000  # the history is its own

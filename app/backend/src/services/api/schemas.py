@@ -82,6 +82,18 @@ class ExecutionCreated(BaseModel):
     status: str
 
 
+class WorkspaceDisk(BaseModel):
+    """What an execution's workspace holds itself, measured when it was provisioned."""
+
+    own_bytes: int = Field(description=(
+        "Bytes in the execution's directory: the checkout, the index, refs and config, and the "
+        "objects the clone holds itself (not those it borrows from the mirror cache)."))
+    checkout_bytes: int = Field(description="Bytes of the checked-out files (outside ``.git``).")
+    borrows_mirror: bool = Field(description=(
+        "Whether the clone borrows its history from the mirror cache "
+        "(``objects/info/alternates``) instead of holding a copy."))
+
+
 class Execution(BaseModel):
     """One execution as recorded (no lease internals)."""
 
@@ -132,6 +144,9 @@ class Execution(BaseModel):
         "Every failed attempt's error, in order (a dead-lettered execution shows them all)."))
     operator_actions: list[dict[str, Any]] = Field(default_factory=list, description=(
         "Operators' retries and discards of the dead-lettered execution: action, by, at."))
+    workspace_disk: WorkspaceDisk | None = Field(None, description=(
+        "The workspace's own disk use when it was provisioned; null before that (or for an "
+        "execution recorded before it was measured)."))
 
 
 class ExecutionList(BaseModel):

@@ -87,6 +87,16 @@ def _runtime_reason(execution: dict[str, Any]) -> str:
     return f"{chosen.get('setting')}={value} ({chosen.get('source')})"
 
 
+def workspace_disk_text(disk: Any) -> str:
+    """The workspace's own disk use when provisioned, as ``show`` prints it; "" if unknown."""
+    if not isinstance(disk, dict):
+        return ""
+    history = ("borrowed from the mirror" if disk.get("borrows_mirror")
+               else "held in the workspace")
+    return (f"{int(disk.get('own_bytes', 0)) / 1e6:.1f} MB (checkout "
+            f"{int(disk.get('checkout_bytes', 0)) / 1e6:.1f} MB), history {history}")
+
+
 def agent_rows(execution: dict[str, Any]) -> dict[str, str]:
     """The agent's role, prompt, MCP servers and models, the price overrides in force and each
     model fallback, as ``show`` prints them."""
@@ -159,6 +169,7 @@ def _show_rich(execution: dict[str, Any], calls: list[dict[str, Any]],
         if execution.get(key):
             summary.add_row(key, escape(_compact(execution[key])))
     summary.add_row("runtime_reason", _runtime_reason(execution))
+    summary.add_row("workspace_disk", workspace_disk_text(execution.get("workspace_disk")))
     for key in ("settings_snapshot", "limits", "usage"):
         summary.add_row(key, _compact(execution[key]))
     for key, value in agent_rows(execution).items():

@@ -239,6 +239,8 @@ def execution_to_json(row: NodeExecution) -> dict[str, Any]:
     data["last_error"] = row.last_error
     data["attempt_errors"] = list(row.attempt_errors or [])
     data["operator_actions"] = list(row.operator_actions or [])
+    # the workspace's own disk use when provisioned (services.repos.workspaces.disk_use)
+    data["workspace_disk"] = row.workspace_disk
     return data
 
 

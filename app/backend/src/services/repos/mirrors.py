@@ -7,12 +7,14 @@ at each use: the LRU clock). ``digest`` hashes the repository's normalized URL
 (:attr:`ValidatedRepo.cache_key`).
 
 :meth:`MirrorCache.checkout` takes a :class:`MirrorLease` (a shared lock on ``.lease``), then the
-update lock, updates the mirror with ``git fetch --prune`` straight from the URL (no remote, no
-URL and no credential stored in the mirror's config; the token comes as ``GIT_CONFIG_*``
-environment), releases the update lock and yields the mirror and the lease while the caller
-clones with ``git clone --reference <mirror>``: the remote sends only what the mirror lacks and
-the clone *borrows* the mirror's objects (``objects/info/alternates``) instead of copying them, so a
-workspace holds its checkout and little else. The caller keeps the lease for the life of the
+update lock, updates the mirror (the branch the remote's ``HEAD`` names, recorded as the mirror's
+``HEAD``, and one ``git fetch --prune`` straight from the URL: no remote, no URL and no credential
+stored in the mirror's config; the token comes as ``GIT_CONFIG_*`` environment), releases the
+update lock and yields the mirror, the lease and the remote's head branch while the caller clones
+*from the mirror*, locally, with ``git clone --shared``: no request to the remote, no object
+copied, no connectivity walk; the clone *borrows* the mirror's objects
+(``objects/info/alternates``), so a workspace holds its checkout and little else, whatever the
+depth of the history. The caller keeps the lease for the life of the
 execution. While any lease is held the mirror is never evicted, and its objects are never
 deleted: the mirror's fetch runs with ``gc.auto=0`` (a fetch only adds objects; ``--prune``
 removes refs, not objects), and garbage collection happens only when nobody borrows the mirror
@@ -30,13 +32,18 @@ import os
 import shutil
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import NamedTuple
 
 from services.execution.tool_domains.git.runner import run_git
+from services.repos.remote_head import find_remote_head
 from services.repos.urls import ValidatedRepo
 
 log = logging.getLogger(__name__)
 DEFAULT_MIRROR_CAP_BYTES = 5 * 1024**3
 MIRROR_REFSPECS = ("+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*")
+# A cold mirror downloads the whole history (SymPy: 240 MB): more than run_git's default 120 s
+# on a slow link or a busy machine. A warm fetch takes a fraction of a second.
+MIRROR_FETCH_TIMEOUT_S = 1800.0
 
 
 def tree_size(path: Path) -> int:
@@ -99,6 +106,24 @@ def lease_mirror(mirror: Path) -> MirrorLease:
     return MirrorLease(mirror, fd)
 
 
+def _head_of(mirror: Path) -> str | None:
+    """The branch the mirror's ``HEAD`` names (read from the file: no git process)."""
+    try:
+        text = (mirror / "HEAD").read_text().strip()
+    except OSError:
+        return None
+    return text.removeprefix("ref: refs/heads/") if text.startswith("ref: refs/heads/") else None
+
+
+class MirrorCheckout(NamedTuple):
+    """An up-to-date mirror (``path``), the caller's lease on it, and the branch the remote's
+    ``HEAD`` names (None when it names none)."""
+
+    path: Path
+    lease: MirrorLease
+    head: str | None
+
+
 class MirrorCache:
     """Bare mirrors under ``root``, evicted least-recently-used beyond ``size_cap_bytes``."""
 
@@ -120,7 +145,7 @@ class MirrorCache:
 
     @contextlib.contextmanager
     def checkout(self, repo: ValidatedRepo,
-                 env: Mapping[str, str]) -> Iterator[tuple[Path, MirrorLease]]:
+                 env: Mapping[str, str]) -> Iterator[MirrorCheckout]:
         """The up-to-date mirror of ``repo`` and a lease on it that outlives the block: the
         caller releases it when its clone is gone. Updates take turns (the update lock); the
         caller's clone does not hold that lock (another execution's fetch only adds objects and
@@ -130,25 +155,33 @@ class MirrorCache:
         lease = lease_mirror(mirror)
         try:
             with _locked(self._lock_path(mirror)):
-                self._update(repo, mirror, env)
+                head = self._update(repo, mirror, env)
                 self._used_path(mirror).touch()
-            yield mirror, lease
+            yield MirrorCheckout(mirror, lease, head)
         except BaseException:
             lease.release()
             raise
         self.evict(keep=mirror)
 
-    def _update(self, repo: ValidatedRepo, mirror: Path, env: Mapping[str, str]) -> None:
+    def _update(self, repo: ValidatedRepo, mirror: Path, env: Mapping[str, str]) -> str | None:
+        """Bring ``mirror`` up to date: the remote's head branch (returned, and recorded as the
+        mirror's ``HEAD``), then one fetch of its branches and tags. Nothing here walks the
+        history: the fetch negotiates from the refs and checks connectivity from them."""
         if not (mirror / "HEAD").is_file():
             shutil.rmtree(mirror, ignore_errors=True)
             run_git(self.root, ["init", "--quiet", "--bare", "--", str(mirror)])
-        # Workspaces borrow these objects, so a fetch must never delete any (no auto gc).
-        run_git(mirror, ["config", "gc.auto", "0"])
-        run_git(mirror, ["config", "maintenance.auto", "false"])
+            # Workspaces borrow these objects, so a fetch must never delete any (no auto gc).
+            run_git(mirror, ["config", "gc.auto", "0"])
+            run_git(mirror, ["config", "maintenance.auto", "false"])
         log.info("updating mirror %s of %s", mirror.name, repo.cache_key)
+        head = find_remote_head(mirror, repo.url, env)
         run_git(mirror, ["fetch", "--quiet", "--prune", "--no-tags", "--no-recurse-submodules",
-                         "--upload-pack=git-upload-pack", "--end-of-options", repo.url,
-                         *MIRROR_REFSPECS], env_extra=env)
+                         "--no-write-fetch-head", "--upload-pack=git-upload-pack",
+                         "--end-of-options", repo.url, *MIRROR_REFSPECS], env_extra=env,
+                timeout_s=MIRROR_FETCH_TIMEOUT_S)
+        if head is not None and _head_of(mirror) != head:
+            run_git(mirror, ["symbolic-ref", "HEAD", f"refs/heads/{head}"])
+        return head
 
     def collect_garbage(self, mirror: Path) -> bool:
         """``git gc`` on ``mirror`` when no workspace borrows it and nobody updates it; False

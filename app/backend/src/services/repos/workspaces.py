@@ -45,7 +45,15 @@ from services.execution.errors import ErrorCode, ExecutionError, ToolFailure
 from services.execution.ports import GitAuth, RunControl
 from services.execution.tool_domains.git.runner import GitAuthor, empty_home, run_git
 from services.repos.credentials import TokenGitAuth
-from services.repos.mirrors import MirrorCache, MirrorLease, lease_mirror, tree_size
+from services.repos.disk_use import DiskUse, measure
+from services.repos.mirrors import (
+    MIRROR_FETCH_TIMEOUT_S,
+    MirrorCache,
+    MirrorLease,
+    lease_mirror,
+    tree_size,
+)
+from services.repos.remote_head import no_head_branch, remote_head_branch
 from services.repos.urls import (
     RepositoryUrlRejected,
     ValidatedRepo,
@@ -57,10 +65,11 @@ from services.settings import StudioSettings
 log = logging.getLogger(__name__)
 
 __all__ = [
-    "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace", "WorkspaceDiskExceeded",
-    "adopt_workspace", "attempt_directory", "borrowed_mirror", "check_disk", "cleanup",
-    "deployment_mark", "disk_room_check", "github_repo_from_url", "keep", "provision_workspace",
-    "reap_orphans", "remote_branch_sha", "slugify", "validate_repo_url",
+    "DiskUse", "RepositoryUrlRejected", "TokenGitAuth", "ValidatedRepo", "Workspace",
+    "WorkspaceDiskExceeded", "adopt_workspace", "attempt_directory", "borrowed_mirror",
+    "check_disk", "cleanup", "deployment_mark", "disk_room_check", "disk_use",
+    "github_repo_from_url", "keep", "provision_workspace", "reap_orphans", "remote_branch_sha",
+    "slugify", "validate_repo_url",
 ]
 
 DEFAULT_DISK_CAP_BYTES = 2 * 1024**3
@@ -69,7 +78,6 @@ DEPLOYMENT_KEY = "deployment="
 MAX_SLUG = 40
 ATTEMPT_SEPARATOR = "+attempt-"  # "+" never occurs in an execution id (see _EXECUTION_ID)
 _EXECUTION_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-_SYMREF = re.compile(r"^ref: refs/heads/(\S+)\s+HEAD$", re.MULTILINE)
 # The mirror leases this process holds, by the workspace directory (Workspace.root) that borrows.
 _LEASES: dict[Path, MirrorLease] = {}
 
@@ -91,6 +99,8 @@ class Workspace:
     remote_url: str
     execution_id: str = ""
     disk_cap_bytes: int = DEFAULT_DISK_CAP_BYTES
+    # what the workspace held itself when provisioned (None for an adopted one)
+    disk: DiskUse | None = None
 
     @property
     def root(self) -> Path:
@@ -146,17 +156,6 @@ def _checked_branch(cwd: Path, name: str) -> str:
     return name
 
 
-def remote_head_branch(cwd: Path, url: str, env: Mapping[str, str]) -> str:
-    """The branch the remote's HEAD points to (``git ls-remote --symref URL HEAD``)."""
-    found = run_git(cwd, ["ls-remote", "--symref", "--upload-pack=git-upload-pack",
-                          "--end-of-options", url, "HEAD"], env_extra=env)
-    match = _SYMREF.search(found.text)
-    if match is None:
-        raise ToolFailure(ErrorCode.GIT_ERROR, "the remote has no HEAD branch (empty repository?)",
-                          details={"command": "git ls-remote"})
-    return match.group(1)
-
-
 def remote_branch_sha(remote_url: str, branch: str, auth_env: Mapping[str, str]) -> str | None:
     """The commit ``refs/heads/<branch>`` has on the remote, or ``None`` when it does not exist
     (used by the finalizer to skip a push that was already done)."""
@@ -171,19 +170,32 @@ def remote_branch_sha(remote_url: str, branch: str, auth_env: Mapping[str, str])
     return None
 
 
-def _clone(repo: ValidatedRepo, dest: Path, base: str, env: Mapping[str, str],
-           cache: MirrorCache | None) -> MirrorLease | None:
-    """Clone into ``dest``; the lease on the mirror it borrows from, if any."""
+def _clone(repo: ValidatedRepo, dest: Path, base: str | None, env: Mapping[str, str],
+           cache: MirrorCache | None, author: GitAuthor) -> tuple[str, MirrorLease | None]:
+    """Clone ``base`` (default: the remote's head branch) into ``dest``; the branch, and the
+    lease on the mirror the clone borrows from, if any.
+
+    Through the mirror cache, the clone is made from the freshly updated mirror, locally, with
+    ``--shared`` (its ``objects/info/alternates`` names the mirror's object directory): the
+    refs are copied and the base checked out, nothing else; its ``origin`` is then pointed at
+    the repository's URL, so fetches and pushes go there as from any clone."""
+    # the identity goes into the clone's config as it is made (no git process of its own)
     common = ["clone", "--quiet", "--no-recurse-submodules", "--upload-pack=git-upload-pack",
-              "--branch", base]
+              "--config", f"user.name={author.name}", "--config", f"user.email={author.email}"]
     if repo.local or cache is None:
+        base = base or remote_head_branch(dest.parent, repo.url, env)
         extra = ["--no-hardlinks"] if repo.local else []
-        run_git(dest.parent, [*common, *extra, "--", repo.url, str(dest)], env_extra=env)
-        return None
-    with cache.checkout(repo, env) as (mirror, lease):
-        run_git(dest.parent, [*common, "--reference", str(mirror), "--", repo.url, str(dest)],
-                env_extra=env)
-    return lease
+        run_git(dest.parent, [*common, *extra, "--branch", base, "--", repo.url, str(dest)],
+                env_extra=env, timeout_s=MIRROR_FETCH_TIMEOUT_S)  # the whole history, too
+        return base, None
+    with cache.checkout(repo, env) as (mirror, lease, head):
+        base = base or head
+        if base is None:
+            raise no_head_branch()
+        run_git(dest.parent, [*common, "--shared", "--branch", base, "--",
+                              str(mirror.resolve()), str(dest)])
+        run_git(dest, ["remote", "set-url", "origin", repo.url])
+    return base, lease
 
 
 def borrowed_mirror(path: Path) -> Path | None:
@@ -236,8 +248,6 @@ def _start_branch(ws: Path, branch: str, base_commit: str | None, author: GitAut
     # an existing branch (a follow-up works on the pull request's own) is reset to the base
     run_git(ws, ["checkout", "--quiet", "-B" if existing else "-b", branch, commit],
             author=author)
-    run_git(ws, ["config", "user.name", author.name], author=author)
-    run_git(ws, ["config", "user.email", author.email], author=author)
     return commit
 
 
@@ -277,18 +287,18 @@ def provision_workspace(
                            deployment_mark(settings))
     branch = work_branch or f"studio/{execution_id}-{slugify(slug)}"
     try:
-        base = (_checked_branch(root, base_branch) if base_branch is not None
-                else remote_head_branch(root, repo.url, env))
+        wanted = None if base_branch is None else _checked_branch(root, base_branch)
         cache = (None if repo.local or not settings.repo_mirrors
                  else (mirror_cache or default_mirror_cache(settings)))
-        lease = _clone(repo, root / "repo", base, env, cache)
+        base, lease = _clone(repo, root / "repo", wanted, env, cache, author)
         if lease is not None:
             _LEASES[root] = lease
         commit = _start_branch(root / "repo", branch, base_commit, author,
                                existing=work_branch is not None)
+        disk = measure(root, root / "repo")
+        _within_cap(disk.own_bytes, disk_cap_bytes)
         ws = Workspace(root / "repo", base, commit, branch, repo.url, execution_id,
-                       disk_cap_bytes)
-        check_disk(ws)
+                       disk_cap_bytes, disk)
     except BaseException:
         shutil.rmtree(root, ignore_errors=True)
         lease = _LEASES.pop(root, None)
@@ -339,11 +349,21 @@ def adopt_workspace(ws: Workspace, attempt: int) -> Workspace:
 def check_disk(ws: Workspace) -> int:
     """The bytes the workspace uses; ``WorkspaceDiskExceeded`` when over its cap."""
     used = tree_size(ws.root)
-    if used > ws.disk_cap_bytes:
-        raise WorkspaceDiskExceeded(
-            f"the workspace uses {used} bytes, over its cap of {ws.disk_cap_bytes}",
-            details={"resource": "disk", "used_bytes": used, "cap_bytes": ws.disk_cap_bytes})
+    _within_cap(used, ws.disk_cap_bytes)
     return used
+
+
+def disk_use(ws: Workspace) -> DiskUse:
+    """What ``ws`` holds itself: as measured when provisioned, else (an adopted workspace)
+    now."""
+    return ws.disk or measure(ws.root, ws.path)
+
+
+def _within_cap(used: int, cap: int) -> None:
+    if used > cap:
+        raise WorkspaceDiskExceeded(
+            f"the workspace uses {used} bytes, over its cap of {cap}",
+            details={"resource": "disk", "used_bytes": used, "cap_bytes": cap})
 
 
 LARGE_WRITE_BYTES = 1024 * 1024

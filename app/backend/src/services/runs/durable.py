@@ -57,6 +57,7 @@ from services.repos.workspaces import (
     adopt_workspace,
     cleanup,
     disk_room_check,
+    disk_use,
     keep,
     provision_workspace,
     remote_branch_sha,
@@ -207,6 +208,7 @@ class DurableRun:
         events = self._read_journal()
         self.lease.update(status=ExecutionStatus.RUNNING, base_commit=ws.base_commit,
                           branch=ws.branch, base_branch=ws.base_branch, workspace=str(ws.path),
+                          workspace_disk=disk_use(ws).to_json(),
                           started_at=row.started_at or utcnow())
         ctx = self._context(ws, request, wiring)
         if self.review is not None:

@@ -20,6 +20,15 @@
 
   // The repository's web address when it has one the page knows of (github.com, or the host
   // of the run's pull request): a git endpoint, a local path or another host is not a page.
+  // The workspace's own disk use when provisioned (services.repos.disk_use), as text:
+  // "39.3 MB (checkout 39.0 MB), history borrowed from the mirror"; "" before it is measured.
+  function diskText(disk) {
+    if (!disk || typeof disk !== "object") return "";
+    const mb = (bytes) => (Number(bytes || 0) / 1e6).toFixed(1) + " MB";
+    return mb(disk.own_bytes) + " (checkout " + mb(disk.checkout_bytes) + "), history " +
+      (disk.borrows_mirror ? "borrowed from the mirror" : "held in the workspace");
+  }
+
   function repoBase(repoUrl, prUrl) {
     const safe = Studio.safeUrl(repoUrl);
     if (!safe) return null;
@@ -115,6 +124,7 @@
       this.pr = el("span", { id: "run-pr" });
       this.tokens = el("span", { id: "run-tokens" }, "0 in (0 cached) / 0 out");
       this.cost = el("span", { id: "run-cost" }, money(0));
+      this.disk = el("span", { id: "run-disk" });
       this.error = el("span", { id: "run-error" });
       this.created = el("span", { id: "run-created" });
       this.started = el("span", { id: "run-started" });
@@ -146,7 +156,7 @@
               ...field("pull request", this.pr), ...field("created", this.created),
               ...field("started", this.started), ...field("ended", this.finished),
               ...field("duration", this.elapsed), ...field("tokens", this.tokens),
-              ...field("cost", this.cost)),
+              ...field("cost", this.cost), ...field("workspace disk", this.disk)),
            el("div", { class: "actions" }, this.cancelButton, this.downloadButton), this.note),
         this.approvals.section,
         this.review,
@@ -266,6 +276,7 @@
       this.repo.replaceChildren(base ? link(base, execution.repo_url)
                                      : (execution.repo_url || execution.workspace || ""));
       this.prompt.textContent = execution.prompt;
+      this.disk.textContent = diskText(execution.workspace_disk);
       this.links(execution);
       if (execution.usage) this.usage(execution.usage);
       this.error.textContent = this.reason(execution);

@@ -79,6 +79,8 @@ class NodeExecution(TeamOwned, Base):
     last_error: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     attempt_errors: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
     operator_actions: Mapped[list[dict[str, Any]] | None] = mapped_column(JSON)
+    # the workspace's own disk use when provisioned (services.repos.workspaces.disk_use)
+    workspace_disk: Mapped[dict[str, Any] | None] = mapped_column(JSON)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime(), default=utcnow, index=True)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
     finished_at: Mapped[datetime | None] = mapped_column(UTCDateTime())
