@@ -7,8 +7,8 @@ the bytes the execution's directory holds itself (``own_bytes``), its checkout (
 record (the run page) report it. Existing rows get ``NULL``: not measured. On PostgreSQL the
 executor group role (migration 0013) may update it: ``studio execute`` writes it.
 
-Revision ID: 0021
-Revises: 0020
+Revision ID: 0022
+Revises: 0021
 Create Date: 2026-11-28 19:00:00.000000
 """
 
@@ -19,8 +19,8 @@ from collections.abc import Sequence
 import sqlalchemy as sa
 from alembic import op
 
-revision: str = "0021"
-down_revision: str | None = "0020"
+revision: str = "0022"
+down_revision: str | None = "0021"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
