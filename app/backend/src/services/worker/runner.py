@@ -1,8 +1,9 @@
 """Starting a Celery worker in this process: what ``studio worker`` does.
 
-A prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; Celery's prefork
-pool has each pool process die with the worker's main process (``PR_SET_PDEATHSIG``, set in its
-process initializer), and each execution runs in a child of a pool process, which dies with it.
+A pool of ``concurrency`` threads consumes ``STUDIO_WORKER_QUEUE``: a slot only supervises its
+execution's process, which is forked from the worker's fork server
+(:mod:`services.executors.forked`, started here from the main thread: it dies with the worker's
+main process, its children with it). A Kubernetes worker's slots supervise Jobs the same way.
 Optionally a :class:`~services.worker.reaper_loop.ReaperLoop` thread re-dispatches executions
 whose lease expired. Gossip, mingle and the worker heartbeat are off: workers coordinate through
 leases in the database, not through each other.
@@ -13,16 +14,19 @@ from __future__ import annotations
 import logging
 import signal
 
+from services.db.session import open_database
 from services.execution.errors import ConfigError
-from services.executors.selection import kube_api_client
-from services.settings import ExecutorKind, StudioSettings
+from services.executors.forked import ForkServer
+from services.settings import ExecutorKind, StudioSettings, process_environment
 from services.worker.celery_app import build_celery
 from services.worker.celery_config import node_name
+from services.worker.child import use_fork_server
 from services.worker.dispatch import Dispatcher
 from services.worker.flowchart_tasks import flowchart_dispatch
 from services.worker.names import broker_url
 from services.worker.reaper_loop import ReaperLoop
 from services.worker.startup_checks import check_broker, check_database
+from services.worker.task_database import use_worker_database, worker_database
 
 log = logging.getLogger(__name__)
 
@@ -34,17 +38,24 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
     if settings.executor is ExecutorKind.KUBERNETES:
+        from services.executors.selection import kube_api_client  # only this worker needs it
+
         kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
     check_database(settings)
     check_broker(app, settings)
+    # from this (main, long-lived) thread, before any other: it dies with the worker
+    server = (ForkServer.start(process_environment(), wait=False)
+              if settings.executor is ExecutorKind.LOCAL else None)
+    use_fork_server(server)
+    use_worker_database(open_database(settings))
     loop = ReaperLoop(settings, Dispatcher(settings, app=app),
                       flowchart_dispatch(settings, app=app)) if reaper else None
     if loop is not None:
         loop.start()
     try:
         app.worker_main([
-            "worker", "--pool=prefork", f"--concurrency={concurrency}",
+            "worker", "--pool=threads", f"--concurrency={concurrency}",
             f"--queues={settings.worker_queue}", f"--hostname={node_name()}",
             f"--loglevel={loglevel}", "--without-gossip", "--without-mingle",
             "--without-heartbeat",
@@ -52,6 +63,13 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
     finally:
         if loop is not None:
             loop.stop()
+        use_fork_server(None)
+        if server is not None:
+            server.stop()
+        shared = worker_database()
+        use_worker_database(None)
+        if shared is not None:
+            shared.dispose()
 
 
 def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
