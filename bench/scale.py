@@ -66,6 +66,8 @@ TOKEN = "ghs_BenchScaleToken0123456789abcdefgh"
 REPO = "bench/widgets"
 MARKER = re.compile(rb"\[bench-scale-([0-9a-f]{12})\]")
 READY = "ready."  # Celery's line once the worker consumes
+WARM = re.compile(r"fork server: pid \d+ ready after ([0-9.]+) s")
+SOURCE = ROOT / "app" / "backend" / "src"
 TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -219,6 +221,17 @@ def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str]
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker did not start:\n" + log_path.read_text()[-3000:])
             time.sleep(0.2)
+        if (cwd or SOURCE).joinpath("services", "cli", "fork_server.py").exists():
+            # its slots exec their children until the fork server is warm: the rounds
+            # measure the warm worker (the warm-up, once per worker, is printed apart)
+            while not WARM.search(log_path.read_text(errors="replace")):
+                if worker.poll() is not None or time.monotonic() > deadline + 120:
+                    raise RuntimeError("the fork server did not start:\n"
+                                       + log_path.read_text()[-3000:])
+                time.sleep(0.2)
+            warm = WARM.search(log_path.read_text(errors="replace"))
+            print(f"  N={n}: fork server ready after {warm.group(1) if warm else '?'} s",
+                  flush=True)
         time.sleep(1.0)  # the pool settles
         sampler = Sampler(worker.pid, database)
         sampler.sample()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -103,3 +104,32 @@ def test_a_malformed_environment_ends_that_child_only(server: ForkServer, tmp_pa
     assert json.loads(status)["exit"] != 0
     ours.close()
     a_valid_fork_fails_cleanly(server, tmp_path)
+
+
+def test_ready_never_waits_for_the_warm_up(tmp_path: Path) -> None:
+    """A slot asks :meth:`ForkServer.ready` and execs its child while the answer is no: the
+    question answers at once while the server imports, and yes once it has said so."""
+    warming = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}, wait=False)
+    try:
+        asked = time.monotonic()
+        assert not warming.ready()  # an interpreter's imports take far longer than a question
+        assert time.monotonic() - asked < 1.0
+        deadline = time.monotonic() + PATIENCE_S
+        while not warming.ready():  # positive control: it does get ready
+            assert time.monotonic() < deadline, "the fork server never said ready"
+            time.sleep(0.05)
+        assert warming.alive()
+        a_valid_fork_fails_cleanly(warming, tmp_path)
+    finally:
+        warming.stop()
+
+
+def test_a_server_not_ready_in_time_is_given_up() -> None:
+    late = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}, wait=False,
+                            timeout_s=0.0)
+    try:
+        assert not late.ready()
+        assert not late.alive()  # stopped: the worker execs every child from then on
+        assert not late.ready()
+    finally:
+        late.stop()

@@ -30,6 +30,7 @@ from services.executors.base import SubstrateStatus
 from services.executors.forked import ForkedSubstrate, ForkServer
 from services.executors.local import executor_environment
 from services.runs.request import ExecutionRequest, create_execution
+from tests.integration.celery_fixtures import processes_running
 from tests.support.git_http_server import git_http_server, seed_bare_repo
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, text
@@ -122,6 +123,10 @@ def test_two_executions_share_no_secret(server: ForkServer, postgres_url: str,
             environs = {name: Path(f"/proc/{handle.ref}/environ").read_bytes()
                         for name, (_, _, handle) in children.items()}
             warm = writable_memory(server.pid)
+            # found the way ``ps``, operators and the chaos harness find a child: by its
+            # command line (``... -m services.cli execute <id>``), like an exec'ed one
+            found = {name: processes_running("execute", execution_id)
+                     for name, (execution_id, _, _) in children.items()}
         finally:
             model.release.set()
         statuses = {name: substrate.wait(handle, PATIENCE_S)
@@ -139,6 +144,8 @@ def test_two_executions_share_no_secret(server: ForkServer, postgres_url: str,
         for secret in (own_key, own_token, other_key, other_token):
             assert secret.encode() not in environs[name]
             assert secret.encode() not in warm, "the fork server holds an execution's secret"
+    assert found == {name: [int(handle.ref)] for name, (_, _, handle) in children.items()}
+    assert processes_running("services.cli.fork_server")  # the server keeps its own (control)
     assert statuses == {"a": SubstrateStatus.SUCCEEDED, "b": SubstrateStatus.SUCCEEDED}
     for execution_id, _, _ in children.values():
         row = ExecutionRepository(postgres_db).get(execution_id)

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import select
 import signal
 import socket
 import struct
@@ -77,7 +78,9 @@ class ForkServer:
         self._control = control
         self._lock = threading.Lock()
         self._ready = False
+        self._failed = False
         self._timeout_s = timeout_s
+        self._started = time.monotonic()
 
     @property
     def pid(self) -> int:
@@ -87,8 +90,9 @@ class ForkServer:
     def start(cls, environment: Mapping[str, str], *, wait: bool = True,
               timeout_s: float = START_TIMEOUT_S) -> ForkServer:
         """Start the server; with ``wait``, wait until it has imported everything (otherwise
-        the first fork does: the worker starts consuming meanwhile). Call it from a long-lived
-        thread (the worker's main thread): the server dies with that thread."""
+        the worker starts consuming meanwhile, and its slots exec their children until
+        :meth:`ready`). Call it from a long-lived thread (the worker's main thread): the server
+        dies with that thread."""
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
@@ -106,28 +110,79 @@ class ForkServer:
         if wait:
             with server._lock:
                 server._await_ready()
+        else:  # noted (and logged) as soon as it is ready, or given up once it is late
+            threading.Thread(target=server._watch, name="fork-server-ready",
+                             daemon=True).start()
         return server
+
+    def _watch(self) -> None:
+        """Wait (without the lock: slots ask :meth:`ready` meanwhile) until the server says
+        something or is late, then let :meth:`ready` read it."""
+        while not self.ready() and not self._failed:
+            left = self._started + self._timeout_s - time.monotonic()
+            try:
+                select.select([self._control], [], [], max(left, 0.0) + 0.1)
+            except (OSError, ValueError):  # closed: the worker stops
+                return
 
     def _await_ready(self) -> None:
         """Wait for the server's ``ready`` (once; under the lock)."""
         if self._ready:
             return
-        self._control.settimeout(self._timeout_s)
+        if self._failed:
+            raise SubstrateError("the fork server did not start",
+                                 details={"reason": "spawn_failed"})
+        self._control.settimeout(max(self._started + self._timeout_s - time.monotonic(), 0.0))
         try:
             ready = self._control.recv(64)
         except OSError:
             ready = b""
+        finally:
+            self._control.settimeout(None)
         if ready != READY:
-            self._process.kill()
-            self._process.wait()
+            self._give_up("it did not say ready")
             raise SubstrateError("the fork server did not start",
                                  details={"reason": "spawn_failed"})
-        self._control.settimeout(None)
+        self._now_ready()
+
+    def ready(self) -> bool:
+        """Whether the server has imported everything and serves: never waits. A slot that
+        finds it still warming up execs its child instead (as without a fork server), so no
+        execution waits for the warm-up: under load it takes a while, and every worker that
+        replaces a dead one warms up again. A server not ready ``timeout_s`` after its start
+        is stopped (the worker execs every child from then on)."""
+        with self._lock:
+            if self._ready or self._failed or self._control.fileno() < 0:  # < 0: stopped
+                return self._ready
+            try:
+                said = self._control.recv(64, socket.MSG_DONTWAIT)
+            except BlockingIOError:
+                if time.monotonic() - self._started > self._timeout_s:
+                    self._give_up(f"not ready after {self._timeout_s:.0f} s")
+                return False
+            except OSError:
+                said = b""
+            if said != READY:
+                self._give_up("it did not say ready")
+                return False
+            self._now_ready()
+            return True
+
+    def _now_ready(self) -> None:
         self._ready = True
-        log.info("fork server: pid %d ready", self._process.pid)
+        log.info("fork server: pid %d ready after %.1f s", self._process.pid,
+                 time.monotonic() - self._started)
+
+    def _give_up(self, why: str) -> None:
+        """Stop a server that did not start (under the lock)."""
+        self._failed = True
+        log.warning("fork server: pid %d did not start (%s); executions are exec'ed",
+                    self._process.pid, why)
+        self._process.kill()
+        self._process.wait()
 
     def alive(self) -> bool:
-        return self._process.poll() is None
+        return not self._failed and self._process.poll() is None
 
     def fork(self, execution_id: str, environment: Mapping[str, str]) -> tuple[int, socket.socket]:
         """Fork ``studio execute <execution_id>`` with ``environment``; its pid and the socket

@@ -3,10 +3,11 @@
 ``STUDIO_EXECUTOR`` picks where (:func:`services.executors.selection.build_substrate`):
 
 * ``local``: a child process, forked from the worker's fork server
-  (:mod:`services.executors.forked`) when ``studio worker`` runs one, else exec'ed. The task
-  never runs the agent in its own process: a crash of the agent (or of an SDK under it) ends
-  the child, not the worker. Either way the child has its own process group, the allowlisted
-  environment of :func:`~services.executors.local.executor_environment`, and
+  (:mod:`services.executors.forked`) when ``studio worker`` runs one and it is ready, else
+  exec'ed (a worker's first executions, while its fork server warms up, never wait for it).
+  The task never runs the agent in its own process: a crash of the agent (or of an SDK under
+  it) ends the child, not the worker. Either way the child has its own process group, the
+  allowlisted environment of :func:`~services.executors.local.executor_environment`, and
   ``PR_SET_PDEATHSIG`` so that it dies with the process that started it. In a worker that is the
   fork server, which itself dies with the worker's main process: a ``SIGKILL`` of the worker
   takes the whole chain down, the lease stops being renewed and the reaper re-dispatches.
@@ -63,8 +64,10 @@ def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
     environment = {**process_environment(), **tracing.environment()}
     server = _fork_server
     substrate: Substrate
-    if settings.executor is ExecutorKind.LOCAL and server is not None and server.alive():
-        # the same environment as an exec'ed child's (LocalSubstrate), forked warm
+    if (settings.executor is ExecutorKind.LOCAL and server is not None and server.alive()
+            and server.ready()):
+        # the same environment as an exec'ed child's (LocalSubstrate), forked warm; while
+        # the server still warms up, the child is exec'ed (below): nothing waits for it
         substrate = ForkedSubstrate(server, executor_environment(environment))
     else:
         # the Kubernetes client (about 40 MB) is imported only by a worker that needs it
