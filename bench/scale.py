@@ -221,9 +221,11 @@ def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str]
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker did not start:\n" + log_path.read_text()[-3000:])
             time.sleep(0.2)
-        if (cwd or SOURCE).joinpath("services", "cli", "fork_server.py").exists():
+        forked = (cwd or SOURCE).joinpath("services", "executors", "forked.py")
+        if forked.exists() and "ready after" in forked.read_text():
             # its slots exec their children until the fork server is warm: the rounds
-            # measure the warm worker (the warm-up, once per worker, is printed apart)
+            # measure the warm worker (the warm-up, once per worker, is printed apart; an
+            # older checkout's first fork waited for it instead)
             while not WARM.search(log_path.read_text(errors="replace")):
                 if worker.poll() is not None or time.monotonic() > deadline + 120:
                     raise RuntimeError("the fork server did not start:\n"
