@@ -34,9 +34,10 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
                         dispatch: Callable[[str], Any] | None = None) -> Admission:
     """Run the execution unless it is unknown, finished, held by a live lease, or its team is
     at its concurrency limit (it waits, queued: :mod:`services.db.team_admission`). The task
-    opens the database once (in ``studio worker``, borrows the worker's); what it launches (by
-    default :func:`run_child`) borrows it. Once it ended, the executions of any team now under
-    its limit go to ``dispatch``."""
+    opens the database once (a thread-pool worker's tasks borrow the worker's instead:
+    :mod:`services.worker.task_database`); what it launches (by default :func:`run_child`)
+    borrows it. Once it ended, the executions of any team now under its limit go to
+    ``dispatch``."""
     execution_id = str(payload.execution_id)
     shared = worker_database()
     db = shared or open_database(settings)
