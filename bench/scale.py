@@ -18,6 +18,13 @@ server, every ``studio execute`` and what it started; ``/proc/<pid>/smaps_rollup
     python bench/scale.py --ns 1,8                  # quick
     python bench/scale.py --source /tmp/base        # the worker and API of another checkout
                                                     # (a baseline: `git archive` of main)
+    python bench/scale.py --fork-server             # the opt-in process model only
+    python bench/scale.py --ns 1,8 --compare        # both process models, side by side
+
+The worker runs ``studio worker``'s default process model (a prefork pool, each execution an
+exec'ed ``studio execute``) unless ``--fork-server`` (``STUDIO_WORKER_FORK_SERVER=true``: a thread
+pool and the fork server) or ``--compare``: for each N a round of each, the default first, and
+the fork server's figures as ratios to the default's (the baseline) in the same run.
 
 Targets (issue 39): CPU per execution <= 0.8 s, PSS per concurrent execution <= 60 MB, N = 32 at
 least 20x the executions per minute of N = 1, every execution succeeds. The exit status is 0
@@ -62,6 +69,7 @@ from services.db.runtime_settings import SettingsRepository  # noqa: E402
 from services.db.session import create_db_engine, open_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scale.json"
+PREFORK, FORK_SERVER = "prefork", "fork-server"
 TOKEN = "ghs_BenchScaleToken0123456789abcdefgh"
 REPO = "bench/widgets"
 MARKER = re.compile(rb"\[bench-scale-([0-9a-f]{12})\]")
@@ -97,6 +105,7 @@ class Router:
 @dataclass
 class Round:
     n: int
+    model: str  # "prefork" (the default) or "fork-server"
     wall_s: float
     per_minute: float
     cpu_s_per_execution: float  # the worker's tree, the API, the PostgreSQL backends
@@ -210,10 +219,12 @@ def start_worker(env: dict[str, str], log_path: Path, n: int,
                                 start_new_session=True)
 
 
-def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str],
+def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: dict[str, str],
               db_url: str, repo_url: str, root: Path, cwd: Path | None) -> Round:
     database = db_url.rsplit("/", 1)[1]
-    log_path = root / f"worker-{n}.log"
+    log_path = root / f"worker-{model}-{n}.log"
+    if model == FORK_SERVER:
+        env = {**env, "STUDIO_WORKER_FORK_SERVER": "true"}
     worker = start_worker(env, log_path, n, cwd)
     try:
         deadline = time.monotonic() + 120
@@ -221,8 +232,7 @@ def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str]
             if worker.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("the worker did not start:\n" + log_path.read_text()[-3000:])
             time.sleep(0.2)
-        forked = (cwd or SOURCE).joinpath("services", "executors", "forked.py")
-        if forked.exists() and "ready after" in forked.read_text():
+        if model == FORK_SERVER:
             # its slots exec their children until the fork server is warm: the rounds
             # measure the warm worker (the warm-up, once per worker, is printed apart; an
             # older checkout's first fork waited for it instead)
@@ -293,7 +303,7 @@ def run_round(n: int, args: argparse.Namespace, api: object, env: dict[str, str]
     if args.breakdown:
         for kib, name in sorted(sampler.peak_processes.values(), reverse=True):
             print(f"    {kib / 1024:7.1f} MB  {name}")
-    return Round(n=n, wall_s=wall, per_minute=(n - len(errors)) / wall * 60,
+    return Round(n=n, model=model, wall_s=wall, per_minute=(n - len(errors)) / wall * 60,
                  cpu_s_per_execution=(product + backends) / TICK / n,
                  servers_cpu_s_per_execution=servers / n,
                  machine_cpu_s_per_execution=cpu.between(started, ended) / n,
@@ -316,12 +326,19 @@ def main(argv: list[str] | None = None) -> int:
                              "`studio execute`, the model answering at once)")
     parser.add_argument("--breakdown", action="store_true",
                         help="print each process's PSS at the peak of each round")
+    parser.add_argument("--fork-server", action="store_true",
+                        help="run the opt-in process model (STUDIO_WORKER_FORK_SERVER)")
+    parser.add_argument("--compare", action="store_true",
+                        help="for each N, the default process model then the fork server")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
+    models = ([PREFORK, FORK_SERVER] if args.compare
+              else [FORK_SERVER] if args.fork_server else [PREFORK])
     load = os.getloadavg()
     source = args.source.resolve() / "app" / "backend" / "src" if args.source else None
-    print(f"scale: N = {ns}, {args.steps} steps, {args.latency} s per answer, source "
+    print(f"scale: N = {ns}, {' and '.join(models)}, {args.steps} steps, {args.latency} s per "
+          "answer, source "
           f"{source or 'this checkout'}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"on {os.cpu_count()} CPUs", flush=True)
     admin = pg_admin()
@@ -367,11 +384,11 @@ def main(argv: list[str] | None = None) -> int:
                     router.latency = 0.0
                     profile_one(args, api, env, host.url(REPO), root, source)
                     return 0
-                for n in ns:
-                    rounds.append(run_round(n, args, api, env, db_url, host.url(REPO), root,
-                                            source))
+                for n, kind in ((n, kind) for n in ns for kind in models):
+                    rounds.append(run_round(n, kind, args, api, env, db_url, host.url(REPO),
+                                            root, source))
                     r = rounds[-1]
-                    print(f"  N={n}: {r.wall_s:.1f} s, {r.per_minute:.1f} executions/min, "
+                    print(f"  N={n} {kind}: {r.wall_s:.1f} s, {r.per_minute:.1f} executions/min, "
                           f"CPU {r.cpu_s_per_execution:.2f} s/execution (machine "
                           f"{r.machine_cpu_s_per_execution:.2f} s), PSS "
                           f"{r.pss_mb_per_execution:.0f} MB/execution, failed {r.failed}"
@@ -379,7 +396,10 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         with psycopg.connect(admin, autocommit=True) as conn:
             conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    report(rounds)
+    for model in models:
+        report([r for r in rounds if r.model == model])
+    if args.compare:
+        compare(rounds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"steps": args.steps, "latency": args.latency,
                                     "source": str(source or ""), "load": load,
@@ -458,9 +478,27 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
         print(f"  {label:<44} {cumulative.get(label, float('nan')) * 1000:7.0f} ms")
 
 
+def compare(rounds: list[Round]) -> None:
+    """Each N's fork-server round against the default's of the same N (the baseline)."""
+    print("\nfork server / default, same N, same run (below 1: the fork server needs less):")
+    print(f"{'N':>3} {'exec/min':>9} {'CPU/exec':>9} {'machine CPU/exec':>17} {'PSS/exec':>9}")
+    for base in (r for r in rounds if r.model == PREFORK):
+        other = next((r for r in rounds if r.model == FORK_SERVER and r.n == base.n), None)
+        if other is None or not base.per_minute:
+            continue
+        print(f"{base.n:3d} {other.per_minute / base.per_minute:8.2f}x "
+              f"{other.cpu_s_per_execution / base.cpu_s_per_execution:8.2f}x "
+              f"{other.machine_cpu_s_per_execution / base.machine_cpu_s_per_execution:16.2f}x "
+              f"{other.pss_mb_per_execution / base.pss_mb_per_execution:8.2f}x")
+    print(f"load average at the end: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+
+
 def report(rounds: list[Round]) -> None:
+    if not rounds:
+        return
     base = next((r for r in rounds if r.n == 1), None)
-    print(f"\n{'N':>3} {'wall s':>7} {'exec/min':>9} {'vs N=1':>7} {'CPU s/exec':>11} "
+    print(f"\n{rounds[0].model}:")
+    print(f"{'N':>3} {'wall s':>7} {'exec/min':>9} {'vs N=1':>7} {'CPU s/exec':>11} "
           f"{'servers s':>10} {'machine s':>10} {'PSS MB/exec':>12} {'failed':>7}")
     for r in rounds:
         ratio = f"{r.per_minute / base.per_minute:.1f}x" if base and base.per_minute else "-"
