@@ -8,6 +8,8 @@ points elsewhere (a container image that copies ``migrations/``, say).
 from __future__ import annotations
 
 import ast
+from contextlib import suppress
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -108,10 +110,30 @@ def is_current(engine: Engine) -> bool:
 def _script_heads() -> set[str] | None:
     """The head revisions of the migration scripts: the revisions no script names as its
     ``down_revision``; None if a script does not declare both as literals."""
+    try:
+        versions = migrations_dir() / "versions"
+        heads = heads_in(versions, versions.stat().st_mtime_ns)
+    except (OSError, ConfigError):
+        return None
+    return set(heads) if heads is not None else None
+
+
+def warm_script_heads() -> None:
+    """Read the default scripts' heads once (a worker's fork server: its children, forked
+    afterwards, find them read)."""
+    versions = REPO_ROOT / "migrations" / "versions"
+    with suppress(OSError):
+        heads_in(versions, versions.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=8)
+def heads_in(versions: Path, mtime_ns: int) -> frozenset[str] | None:
+    """The heads of the scripts in ``versions`` as they were at ``mtime_ns`` (the directory's
+    modification time: a script added or removed changes it)."""
     revisions: set[str] = set()
     parents: set[str] = set()
     try:
-        scripts = sorted((migrations_dir() / "versions").glob("*.py"))
+        scripts = sorted(versions.glob("*.py"))
         for path in scripts:
             found = _declared(ast.parse(path.read_text(encoding="utf-8")))
             if found is None:
@@ -122,7 +144,7 @@ def _script_heads() -> set[str] | None:
     except (OSError, SyntaxError, ValueError, ConfigError):
         return None
     heads = revisions - parents
-    return heads or None
+    return frozenset(heads) or None
 
 
 def _declared(module: ast.Module) -> tuple[str, set[str]] | None:

@@ -221,6 +221,14 @@ def _migrate_sqlite(engine: Engine) -> None:
             fcntl.flock(lock, fcntl.LOCK_UN)
 
 
+def preload_drivers() -> None:
+    """Import the database drivers an engine loads when it first connects (a worker's fork
+    server does it once for all of its children): psycopg and its SQLAlchemy dialect."""
+    import psycopg  # noqa: F401
+    import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
+    import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
+
+
 def open_database(settings: StudioSettings, *, check: bool = True) -> Database:
     """Open the configured database; migrate it if it is the embedded SQLite file.
 

@@ -29,6 +29,13 @@ EXECUTION_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200)
 MULTIPROC_VARIABLE = "PROMETHEUS_MULTIPROC_DIR"
 
 
+def preload() -> None:
+    """Import ``prometheus_client`` without recording anything (a worker's fork server, whose
+    children record): its multiprocess mode is chosen from the environment at import, and the
+    server's telemetry variables are its children's."""
+    import prometheus_client  # noqa: F401
+
+
 class Families:
     """The families this process records into."""
 

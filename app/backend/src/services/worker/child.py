@@ -2,13 +2,18 @@
 
 ``STUDIO_EXECUTOR`` picks where (:func:`services.executors.selection.build_substrate`):
 
-* ``local``: a child process. The task never runs the agent in its own process: a crash of the
-  agent (or of an SDK under it) ends the child, not the worker. The child comes from
-  :class:`~services.executors.local.LocalSubstrate`: its own process group, an allowlisted
-  environment, and ``PR_SET_PDEATHSIG`` so that it dies with the process that started it. In a
-  worker that is a prefork pool process, which itself dies with the worker's main process
-  (Celery's prefork pool sets ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the
-  worker takes the whole chain down, the lease stops being renewed and the reaper re-dispatches.
+* ``local``: a child process, exec'ed (``studio execute`` in a fresh interpreter), or forked
+  from the worker's fork server (:mod:`services.executors.forked`) when ``studio worker`` runs
+  one (``STUDIO_WORKER_FORK_SERVER``, opt-in) and it is ready (a worker's first executions,
+  while its fork server warms up, are exec'ed: they never wait for it). The task never runs the
+  agent in its own process: a crash of the agent (or of an SDK under it) ends the child, not
+  the worker. Either way the child has its own process group, the allowlisted environment of
+  :func:`~services.executors.local.executor_environment`, and ``PR_SET_PDEATHSIG`` so that it
+  dies with the process that started it. By default that is a prefork pool process, which
+  itself dies with the worker's main process (Celery's prefork pool sets ``PR_SET_PDEATHSIG``
+  in every pool process); with the fork server it is the fork server, which dies with the
+  worker's main process too: a ``SIGKILL`` of the worker takes the whole chain down, the lease
+  stops being renewed and the reaper re-dispatches.
 * ``kubernetes``: a Job, supervised through the watch API in slices of ``KUBE_SLICE_S``; between
   slices the task reads the execution's cancel request from the database and, when it is set,
   deletes the Job (foreground propagation: the pod goes first). The worker
@@ -24,9 +29,10 @@ import logging
 from services.db.control import DbRunControl
 from services.db.executions import ExecutionRepository
 from services.db.session import Database
-from services.execution.errors import ErrorCode
+from services.execution.errors import ErrorCode, SubstrateError
 from services.executors.base import Handle, Substrate, SubstrateStatus
-from services.executors.selection import build_substrate
+from services.executors.forked import ForkedSubstrate, ForkServer
+from services.executors.local import executor_environment
 from services.repos.integration_store import IntegrationStore
 from services.settings import ExecutorKind, StudioSettings, get_settings, process_environment
 from services.telemetry import tracing
@@ -37,6 +43,15 @@ log = logging.getLogger(__name__)
 
 WAIT_SLICE_S = 30.0
 KUBE_SLICE_S = 10.0
+
+_fork_server: ForkServer | None = None
+
+
+def use_fork_server(server: ForkServer | None) -> None:
+    """Fork local children from ``server`` (``studio worker`` with ``STUDIO_WORKER_FORK_SERVER``
+    starts one); None (the default): exec them."""
+    global _fork_server
+    _fork_server = server
 
 
 def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
@@ -50,10 +65,31 @@ def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
     github_token = (settings.executor is ExecutorKind.LOCAL
                     or _on_integration_origin(settings, execution_id, db))
     # the child (a process, a pod) continues this task's trace: TRACEPARENT in its environment
-    substrate = build_substrate(settings, {**process_environment(), **tracing.environment()},
-                                github_token=github_token,
-                                handed=handed_secrets(settings, execution_id, db))
-    handle = substrate.launch(execution_id)
+    environment = {**process_environment(), **tracing.environment()}
+    server = _fork_server
+    substrate: Substrate
+    if (settings.executor is ExecutorKind.LOCAL and server is not None and server.alive()
+            and server.ready()):
+        # the same environment as an exec'ed child's (LocalSubstrate), forked warm; while
+        # the server still warms up, the child is exec'ed (below): nothing waits for it
+        substrate = ForkedSubstrate(server, executor_environment(environment))
+    else:
+        # the Kubernetes client (about 40 MB) is imported only by a worker that needs it
+        from services.executors.selection import build_substrate
+
+        substrate = build_substrate(settings, environment, github_token=github_token,
+                                    handed=handed_secrets(settings, execution_id, db))
+    try:
+        handle = substrate.launch(execution_id)
+    except SubstrateError:
+        if not isinstance(substrate, ForkedSubstrate):
+            raise
+        log.warning("worker: the fork server could not start execution %s; exec'ing it",
+                    execution_id)
+        from services.executors.selection import build_substrate
+
+        substrate = build_substrate(settings, environment, github_token=github_token)
+        handle = substrate.launch(execution_id)
     if substrate.name == "kubernetes":
         return _supervise_job(substrate, handle, db)
     status = SubstrateStatus.RUNNING

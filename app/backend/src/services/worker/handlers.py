@@ -22,6 +22,7 @@ from services.settings import StudioSettings
 from services.worker.admission import Admission, admit
 from services.worker.child import run_child
 from services.worker.payloads import ExecuteNodePayload
+from services.worker.task_database import worker_database
 
 log = logging.getLogger(__name__)
 
@@ -33,10 +34,13 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
                         dispatch: Callable[[str], Any] | None = None) -> Admission:
     """Run the execution unless it is unknown, finished, held by a live lease, or its team is
     at its concurrency limit (it waits, queued: :mod:`services.db.team_admission`). The task
-    opens the database once; what it launches (by default :func:`run_child`) borrows it.
-    Once it ended, the executions of any team now under its limit go to ``dispatch``."""
+    opens the database once (a thread-pool worker's tasks borrow the worker's instead:
+    :mod:`services.worker.task_database`); what it launches (by default :func:`run_child`)
+    borrows it. Once it ended, the executions of any team now under its limit go to
+    ``dispatch``."""
     execution_id = str(payload.execution_id)
-    db = open_database(settings)
+    shared = worker_database()
+    db = shared or open_database(settings)
     try:
         decision = admit(ExecutionRepository(db).get(execution_id))
         if decision is Admission.RUN and hold_if_over(db, execution_id):
@@ -48,7 +52,8 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
         if dispatch is not None:
             wake_waiting(db, dispatch)
     finally:
-        db.dispose()
+        if shared is None:
+            db.dispose()
     log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)
     return decision
 

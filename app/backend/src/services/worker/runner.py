@@ -1,8 +1,14 @@
 """Starting a Celery worker in this process: what ``studio worker`` does.
 
-A prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; Celery's prefork
-pool has each pool process die with the worker's main process (``PR_SET_PDEATHSIG``, set in its
-process initializer), and each execution runs in a child of a pool process, which dies with it.
+By default a prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; Celery's
+prefork pool has each pool process die with the worker's main process (``PR_SET_PDEATHSIG``, set
+in its process initializer), and each execution runs in an exec'ed child of a pool process, which
+dies with it; each task opens its own database. With ``STUDIO_WORKER_FORK_SERVER``
+(:func:`process_model`, opt-in) a pool of ``concurrency`` threads consumes it instead: a slot only
+supervises its execution's process, forked from the worker's fork server
+(:mod:`services.executors.forked`, started here from the main thread: it dies with the worker's
+main process, its children with it), and the slots share one database. A Kubernetes worker's
+slots supervise Jobs either way.
 Optionally a :class:`~services.worker.reaper_loop.ReaperLoop` thread re-dispatches executions
 whose lease expired. Gossip, mingle and the worker heartbeat are off: workers coordinate through
 leases in the database, not through each other.
@@ -12,17 +18,22 @@ from __future__ import annotations
 
 import logging
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+from services.db.session import open_database
 from services.execution.errors import ConfigError
-from services.executors.selection import kube_api_client
-from services.settings import ExecutorKind, StudioSettings
+from services.executors.forked import ForkServer
+from services.settings import ExecutorKind, StudioSettings, process_environment
 from services.worker.celery_app import build_celery
 from services.worker.celery_config import node_name
+from services.worker.child import use_fork_server
 from services.worker.dispatch import Dispatcher
 from services.worker.flowchart_tasks import flowchart_dispatch
 from services.worker.names import broker_url
 from services.worker.reaper_loop import ReaperLoop
 from services.worker.startup_checks import check_broker, check_database
+from services.worker.task_database import use_worker_database, worker_database
 
 log = logging.getLogger(__name__)
 
@@ -34,24 +45,56 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         raise ConfigError("studio worker needs a broker: set STUDIO_BROKER_URL "
                           "(without one, executions run in the process that dispatches them)")
     if settings.executor is ExecutorKind.KUBERNETES:
+        from services.executors.selection import kube_api_client  # only this worker needs it
+
         kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
     app = build_celery(settings)
     check_database(settings)
     check_broker(app, settings)
-    loop = ReaperLoop(settings, Dispatcher(settings, app=app),
-                      flowchart_dispatch(settings, app=app)) if reaper else None
-    if loop is not None:
-        loop.start()
-    try:
-        app.worker_main([
-            "worker", "--pool=prefork", f"--concurrency={concurrency}",
-            f"--queues={settings.worker_queue}", f"--hostname={node_name()}",
-            f"--loglevel={loglevel}", "--without-gossip", "--without-mingle",
-            "--without-heartbeat",
-        ])
-    finally:
+    with process_model(settings) as pool:
+        loop = ReaperLoop(settings, Dispatcher(settings, app=app),
+                          flowchart_dispatch(settings, app=app)) if reaper else None
         if loop is not None:
-            loop.stop()
+            loop.start()
+        try:
+            app.worker_main([
+                "worker", f"--pool={pool}", f"--concurrency={concurrency}",
+                f"--queues={settings.worker_queue}", f"--hostname={node_name()}",
+                f"--loglevel={loglevel}", "--without-gossip", "--without-mingle",
+                "--without-heartbeat",
+            ])
+        finally:
+            if loop is not None:
+                loop.stop()
+
+
+@contextmanager
+def process_model(settings: StudioSettings) -> Iterator[str]:
+    """The Celery pool this worker runs, and what goes with it until the worker stops.
+
+    ``prefork`` (the default): nothing here; each task opens its own database (no engine is
+    opened before the pool forks) and each execution is an exec'ed ``studio execute``.
+    ``threads`` (``STUDIO_WORKER_FORK_SERVER``): a fork server (for the local executor) that the
+    slots fork their children from, and one database every slot borrows.
+    """
+    if not settings.worker_fork_server:
+        yield "prefork"
+        return
+    # from this (main, long-lived) thread, before any other: it dies with the worker
+    server = (ForkServer.start(process_environment(), wait=False)
+              if settings.executor is ExecutorKind.LOCAL else None)
+    use_fork_server(server)
+    use_worker_database(open_database(settings))
+    try:
+        yield "threads"
+    finally:
+        use_fork_server(None)
+        if server is not None:
+            server.stop()
+        shared = worker_database()
+        use_worker_database(None)
+        if shared is not None:
+            shared.dispose()
 
 
 def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:

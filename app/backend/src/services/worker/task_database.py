@@ -1,6 +1,9 @@
 """The one database a worker task opens (:func:`services.worker.handlers.handle_execute_node`),
 lent to what the task calls: the admission, the GitHub token rule, the secrets handed to a pod
-and the supervision of a Job each took their own engine (and schema check) before."""
+and the supervision of a Job each took their own engine (and schema check) before. With
+``STUDIO_WORKER_FORK_SERVER`` the tasks of ``studio worker`` (threads) share the worker's one
+database instead (:func:`use_worker_database`): no engine, schema check or idle connection per
+slot. A prefork worker (the default) never sets it: no engine is open across its pool's forks."""
 
 from __future__ import annotations
 
@@ -9,6 +12,20 @@ from contextlib import contextmanager
 
 from services.db.session import Database, open_database
 from services.settings import StudioSettings
+
+_worker_database: Database | None = None
+
+
+def use_worker_database(db: Database | None) -> None:
+    """The database every task of this worker borrows (``studio worker`` with a thread pool
+    opens it once: one engine, one schema check, one connection pool for all of its slots);
+    None (the default): each task opens its own."""
+    global _worker_database
+    _worker_database = db
+
+
+def worker_database() -> Database | None:
+    return _worker_database
 
 
 @contextmanager

@@ -1,0 +1,256 @@
+"""The worker's fork server: ``python -m services.cli.fork_server CONTROL_FD TITLE_ROOM``.
+
+Started by ``studio worker`` (:class:`services.executors.forked.ForkServer`), never by hand. It
+imports what every ``studio execute`` needs, says ``ready`` on its control socket, and then forks
+one child per request (:mod:`services.executors.forked` describes the exchange). What it holds
+is shared by every child, so it holds nothing of any one execution: no database connection, no
+thread, no event loop, no settings (they carry secrets: each child reads its own), no secret
+(its environment has none; an execution's environment goes from the slot to the child, never
+through this process). It exits when the control socket closes (the worker stopped or died; it
+also has ``PR_SET_PDEATHSIG`` towards the worker) and its children die with it.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import ctypes
+import gc
+import importlib
+import json
+import os
+import selectors
+import signal
+import socket
+import struct
+import sys
+import threading
+import traceback
+from pathlib import Path
+
+# Everything ``studio execute`` imports on its way (the CLI, the durable path, the providers'
+# SDKs, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
+WARM_MODULES: tuple[str, ...] = (
+    "services.cli.main",
+    "services.cli.database",
+    "services.cli.live",
+    "services.cli.telemetry",
+    "services.db.executions",
+    "services.db.session",
+    "services.runs.service",
+    "services.telemetry.tracing",
+    "services.execution.providers.codex",
+    "services.execution.providers.claude",
+    "services.execution.providers.gemini",
+    "services.execution.providers.replay",
+    "services.execution.mcp.bridge",
+    # what the SDKs' HTTP clients load when the first one is made
+    "httpcore2",
+    "httpcore2._backends.anyio",
+    "httpcore2._backends.trio",
+    "anyio._backends._asyncio",
+    "truststore",
+    "concurrent.futures.thread",
+)
+LENGTH = struct.Struct("!I")
+PR_SET_PDEATHSIG = 1
+ARG_START = 45  # arg_start, arg_end: fields 48 and 49 of /proc/<pid>/stat, 45 and 46 after ")"
+MAX_ENVIRONMENT = 1 << 20
+
+
+def warm_up() -> None:
+    """Import the modules every execution needs, and compute what is the same for all of them
+    and secret to none (the migration scripts' head revisions)."""
+    for name in WARM_MODULES:
+        importlib.import_module(name)
+    from services.db import migrate, session
+    from services.telemetry import metrics
+
+    metrics.preload()
+    session.preload_drivers()
+    migrate.warm_script_heads()
+
+
+def serve(control: socket.socket) -> None:
+    """Answer fork requests until the control socket closes."""
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    channels: dict[int, socket.socket] = {}
+    selector = selectors.DefaultSelector()
+    selector.register(control, selectors.EVENT_READ, "control")
+    selector.register(read_end, selectors.EVENT_READ, "child")
+    server_pid = os.getpid()
+    while True:
+        for key, _ in selector.select():
+            if key.data == "child":
+                os.read(read_end, 4096)
+                continue
+            try:
+                message, fds, flags, _ = socket.recv_fds(control, 4096, 2)
+            except OSError:
+                message, fds, flags = b"", [], 0
+            if not message:  # the worker closed it (or died): stop, children die with us
+                return
+            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):  # more than a request holds
+                fds, message = [*fds, -1], b""
+            _fork_one(message, fds, channels, server_pid)
+        _reap(channels)
+
+
+def _fork_one(message: bytes, fds: list[int], channels: dict[int, socket.socket],
+              server_pid: int) -> None:
+    if len(fds) != 1:  # a request hands exactly one socket: anything else is ignored
+        for fd in fds:
+            if fd >= 0:
+                os.close(fd)
+        return
+    channel = socket.socket(fileno=fds[0])
+    try:
+        execution_id = str(json.loads(message)["execution_id"])
+    except (ValueError, KeyError, TypeError):
+        channel.close()
+        return
+    pid = os.fork()
+    if pid == 0:
+        try:
+            code = _child(channel, execution_id, server_pid)
+        except BaseException:  # noqa: BLE001 - whatever happens, this process ends here
+            traceback.print_exc()
+            code = 1
+        os._exit(code)
+    with contextlib.suppress(OSError):
+        os.setpgid(pid, pid)  # also done by the child: whichever runs first
+    channels[pid] = channel
+    with contextlib.suppress(OSError):  # the slot is gone: the child finds no environment
+        channel.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+
+
+def _reap(channels: dict[int, socket.socket]) -> None:
+    while channels:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        channel = channels.pop(pid, None)
+        if channel is None:
+            continue
+        with contextlib.suppress(OSError):
+            channel.sendall(json.dumps({"exit": os.waitstatus_to_exitcode(status)}).encode()
+                            + b"\n")
+        channel.close()
+
+
+def _child(channel: socket.socket, execution_id: str, server_pid: int) -> int:
+    """The forked process: become ``studio execute <execution_id>`` with the slot's environment."""
+    os.setpgid(0, 0)
+    if ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
+        print("fork server: prctl failed", file=sys.stderr)
+        return 127
+    if os.getppid() != server_pid:
+        return 127  # the server is gone
+    signal.set_wakeup_fd(-1)
+    for number in (signal.SIGCHLD, signal.SIGINT):
+        signal.signal(number, signal.default_int_handler if number == signal.SIGINT
+                      else signal.SIG_DFL)
+    _close_all_but(channel.fileno())
+    environment = _read_environment(channel)
+    channel.close()
+    null = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(null, 0)
+    os.close(null)
+    os.dup2(2, 1)  # diagnostics to the worker's stderr, as for an exec'ed child
+    os.environ.clear()
+    os.environ.update(environment)
+    _retitle([sys.executable, "-m", "services.cli", "execute", execution_id])
+    return _run_execute(execution_id)
+
+
+def _close_all_but(keep: int) -> None:
+    for name in os.listdir("/proc/self/fd"):
+        fd = int(name)
+        if fd > 2 and fd != keep:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+
+
+def _read_environment(channel: socket.socket) -> dict[str, str]:
+    channel.settimeout(30.0)
+    header = _read_exactly(channel, LENGTH.size)
+    (size,) = LENGTH.unpack(header)
+    if size > MAX_ENVIRONMENT:
+        raise ValueError("environment too large")
+    data = json.loads(_read_exactly(channel, size))
+    environment = data["env"]
+    if not isinstance(environment, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in environment.items()):
+        raise ValueError("malformed environment")
+    return environment
+
+
+def _read_exactly(channel: socket.socket, size: int) -> bytes:
+    data = bytearray()
+    while len(data) < size:
+        chunk = channel.recv(size - len(data))
+        if not chunk:
+            raise EOFError("the slot closed the channel")
+        data.extend(chunk)
+    return bytes(data)
+
+
+def _retitle(argv: list[str]) -> None:
+    """Write ``argv`` over this process's command line (``/proc/self/cmdline``), in the room the
+    server's last argument left; nothing when the kernel does not allow it."""
+    try:
+        stat = Path("/proc/self/stat").read_text()
+        fields = stat[stat.rindex(")") + 2:].split()
+        start, end = int(fields[ARG_START]), int(fields[ARG_START + 1])
+        title = b"\0".join(part.encode() for part in argv) + b"\0"
+        if len(title) > end - start:
+            return
+        with open("/proc/self/mem", "r+b", buffering=0) as memory:
+            memory.seek(start)
+            memory.write(title.ljust(end - start, b"\0"))
+    except (OSError, ValueError, IndexError):
+        pass
+
+
+def _run_execute(execution_id: str) -> int:
+    """``studio execute <execution_id>`` in this process, from a clean slate: the settings and
+    logging are those of this environment (the server read neither)."""
+    from services.cli.main import main
+    from services.settings import get_settings
+
+    get_settings.cache_clear()
+    code: int = 0
+    try:
+        main(["execute", execution_id])
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    atexit._run_exitfuncs()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    return code
+
+
+def main(argv: list[str]) -> None:
+    control = socket.socket(fileno=int(argv[0]))
+    warm_up()
+    if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
+        print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
+        sys.exit(1)
+    # what the imports made stays out of the children's garbage collections: a collection
+    # writes into every object it visits, which would copy each page of it into each child
+    gc.collect()
+    gc.freeze()
+    control.send(b"ready")
+    serve(control)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

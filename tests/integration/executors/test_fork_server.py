@@ -1,0 +1,135 @@
+"""The fork server against hostile requests: it ignores what it cannot read and keeps serving.
+
+Its control socket is private to the worker (a socket pair), but a bug on the worker's side must
+not take it down with every running execution. Each test ends with a valid request served (the
+witness that the server survived); the malformed requests' children, when there are any, end
+with a failure status rather than hang.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from services.executors.base import SubstrateStatus
+from services.executors.forked import LENGTH, ForkedSubstrate, ForkServer
+
+UNKNOWN_ID = "3d6f0b9e-0000-4000-8000-00000000f0f0"
+PATIENCE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[ForkServer]:
+    """One server for the module: each test also shows it survived the ones before."""
+    started = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+    yield started
+    started.stop()
+
+
+def a_valid_fork_fails_cleanly(server: ForkServer, tmp_path: Path) -> None:
+    """A real ``studio execute`` of an id no database knows: it ends (exit 2), reported."""
+    substrate = ForkedSubstrate(server, {
+        "PATH": os.environ["PATH"], "HOME": str(tmp_path),
+        "STUDIO_DATABASE_URL": f"sqlite:///{tmp_path / 'studio.db'}",
+        "STUDIO_DATA_DIR": str(tmp_path / "data")})
+    handle = substrate.launch(UNKNOWN_ID)
+    assert substrate.wait(handle, PATIENCE_S) is SubstrateStatus.FAILED
+    assert server.alive()
+
+
+def send(server: ForkServer, message: bytes, fds: list[int]) -> None:
+    socket.send_fds(server._control, [message], fds)
+
+
+@pytest.mark.parametrize("message", [b"not json", b"{}", b'{"execution_id": null}x', b"[1, 2]",
+                                     b"\x00\xff" * 100])
+def test_malformed_requests_are_ignored(server: ForkServer, tmp_path: Path,
+                                        message: bytes) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    send(server, message, [theirs.fileno()])
+    theirs.close()
+    ours.settimeout(PATIENCE_S)
+    assert ours.recv(64) == b""  # no child: the server closed its end without answering
+    a_valid_fork_fails_cleanly(server, tmp_path)
+
+
+def test_requests_with_no_socket_or_two_are_ignored(server: ForkServer, tmp_path: Path) -> None:
+    request = json.dumps({"execution_id": UNKNOWN_ID}).encode()
+    send(server, request, [])
+    first, second = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    send(server, request, [first.fileno(), second.fileno()])
+    first.close()
+    second.settimeout(PATIENCE_S)
+    assert second.recv(64) == b""
+    a_valid_fork_fails_cleanly(server, tmp_path)
+
+
+def framed(body: bytes) -> bytes:
+    return LENGTH.pack(len(body)) + body
+
+
+@pytest.mark.parametrize("payload", [
+    framed(b"{env:"),  # not JSON
+    framed(b'{"env": [1]}'),  # not a mapping
+    framed(b'{"env": {"A": 1}}'),  # a value that is not a string
+    framed(b'{"no env": {}}'),  # no environment at all
+    LENGTH.pack(1 << 30),  # larger than any environment
+    b"",  # the slot goes away without sending anything
+])
+def test_a_malformed_environment_ends_that_child_only(server: ForkServer, tmp_path: Path,
+                                                      payload: bytes) -> None:
+    ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+    send(server, json.dumps({"execution_id": UNKNOWN_ID}).encode(), [theirs.fileno()])
+    theirs.close()
+    ours.settimeout(PATIENCE_S)
+    reply = b""
+    while not reply.endswith(b"\n"):
+        reply += ours.recv(64)
+    assert "pid" in json.loads(reply)
+    if payload:
+        ours.sendall(payload)
+    else:
+        ours.shutdown(socket.SHUT_WR)
+    status = b""
+    while not status.endswith(b"\n"):
+        chunk = ours.recv(64)
+        assert chunk, "the server closed the channel without the child's status"
+        status += chunk
+    assert json.loads(status)["exit"] != 0
+    ours.close()
+    a_valid_fork_fails_cleanly(server, tmp_path)
+
+
+def test_ready_never_waits_for_the_warm_up(tmp_path: Path) -> None:
+    """A slot asks :meth:`ForkServer.ready` and execs its child while the answer is no: the
+    question answers at once while the server imports, and yes once it has said so."""
+    warming = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}, wait=False)
+    try:
+        asked = time.monotonic()
+        assert not warming.ready()  # an interpreter's imports take far longer than a question
+        assert time.monotonic() - asked < 1.0
+        deadline = time.monotonic() + PATIENCE_S
+        while not warming.ready():  # positive control: it does get ready
+            assert time.monotonic() < deadline, "the fork server never said ready"
+            time.sleep(0.05)
+        assert warming.alive()
+        a_valid_fork_fails_cleanly(warming, tmp_path)
+    finally:
+        warming.stop()
+
+
+def test_a_server_not_ready_in_time_is_given_up() -> None:
+    late = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}, wait=False,
+                            timeout_s=0.0)
+    try:
+        assert not late.ready()
+        assert not late.alive()  # stopped: the worker execs every child from then on
+        assert not late.ready()
+    finally:
+        late.stop()
