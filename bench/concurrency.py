@@ -46,7 +46,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
 from tests.integration.celery_fixtures import claimed_broker, start_worker  # noqa: E402
 from tests.support.git_http_server import git_http_server, seed_bare_repo  # noqa: E402
 from tests.support.github_api import github_api  # noqa: E402
@@ -56,7 +55,7 @@ from tests.support.model_server import ScriptedModelServer  # noqa: E402
 from tests.support.settings import studio_settings  # noqa: E402
 
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
-from bench.product_path import pg_admin  # noqa: E402
+from bench.product_path import pg_database  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
 from services.db.redaction import Redactor  # noqa: E402
@@ -201,14 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"concurrency: N = {ns}, {args.steps} steps, sandbox {args.sandbox}, load average "
           f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f} on {os.cpu_count()} CPUs", flush=True)
     router = Router(args.steps)
-    admin = pg_admin()
-    name = f"bench_cc_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    user = admin.split("//", 1)[1].split("@", 1)[0]
-    db_url = f"postgresql+psycopg://{user}@127.0.0.1:5432/{name}"
     rounds: list[Round] = []
-    try:
+    with pg_database("bench_cc") as db_url:
         engine = create_db_engine(db_url)
         upgrade(engine)
         engine.dispose()
@@ -254,9 +247,6 @@ def main(argv: list[str] | None = None) -> int:
                 worker.stop()
                 if any(r.failed for r in rounds):
                     print(worker.log()[-3000:], file=sys.stderr)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     report(rounds)
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps({"steps": args.steps, "sandbox": args.sandbox, "load": load,

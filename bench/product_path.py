@@ -300,8 +300,15 @@ def database(db: str, root: Path) -> Iterator[str]:
     if db == "sqlite":
         yield f"sqlite:///{root / f'studio-{uuid.uuid4().hex[:8]}.db'}"
         return
+    with pg_database("bench_pp") as url:
+        yield url
+
+
+@contextmanager
+def pg_database(prefix: str) -> Iterator[str]:
+    """A new, empty PostgreSQL database named ``<prefix>_<random>``: its URL; dropped after."""
     admin = pg_admin()
-    name = f"bench_pp_{uuid.uuid4().hex[:12]}"
+    name = f"{prefix}_{uuid.uuid4().hex[:12]}"
     with psycopg.connect(admin, autocommit=True) as conn:
         conn.execute(f'CREATE DATABASE "{name}"')
     user = admin.split("//", 1)[1].split("@", 1)[0]

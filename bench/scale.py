@@ -50,7 +50,6 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-import psycopg  # noqa: E402
 from tests.integration.api.server import api_process  # noqa: E402
 from tests.integration.celery_fixtures import claimed_broker  # noqa: E402
 from tests.support.git_http_server import git_http_server, seed_bare_repo  # noqa: E402
@@ -62,7 +61,7 @@ from tests.support.settings import studio_settings  # noqa: E402
 
 from bench.concurrency import CpuSampler  # noqa: E402
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
-from bench.product_path import pg_admin  # noqa: E402
+from bench.product_path import pg_database  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
 from services.db.runtime_settings import SettingsRepository  # noqa: E402
@@ -341,14 +340,8 @@ def main(argv: list[str] | None = None) -> int:
           "answer, source "
           f"{source or 'this checkout'}, load average {load[0]:.2f} {load[1]:.2f} {load[2]:.2f} "
           f"on {os.cpu_count()} CPUs", flush=True)
-    admin = pg_admin()
-    name = f"bench_scale_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    user = admin.split("//", 1)[1].split("@", 1)[0]
-    db_url = f"postgresql+psycopg://{user}@127.0.0.1:5432/{name}"
     rounds: list[Round] = []
-    try:
+    with pg_database("bench_scale") as db_url:
         engine = create_db_engine(db_url)
         upgrade(engine)
         engine.dispose()
@@ -393,9 +386,6 @@ def main(argv: list[str] | None = None) -> int:
                           f"{r.machine_cpu_s_per_execution:.2f} s), PSS "
                           f"{r.pss_mb_per_execution:.0f} MB/execution, failed {r.failed}"
                           + (f" ({r.errors[0]})" if r.errors else ""), flush=True)
-    finally:
-        with psycopg.connect(admin, autocommit=True) as conn:
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
     for model in models:
         report([r for r in rounds if r.model == model])
     if args.compare:
