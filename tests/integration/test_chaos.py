@@ -8,8 +8,9 @@ intervals of 2 to 5 s, in two rounds covering every kind (worker group SIGKILLed
 ``studio execute`` SIGKILLed, a workers' PostgreSQL backend terminated, Redis restarted empty),
 or until every execution has ended. Then the workers stop and every invariant of
 :func:`~tests.integration.chaos_world.check_invariants` must hold. The seed is printed (set
-``STUDIO_CHAOS_SEED`` to replay a run's fault choices; timings still vary). ``bench/soak.py``
-runs the same scenario for as long as asked.
+``STUDIO_CHAOS_SEED`` to replay a run's fault choices; timings still vary;
+``STUDIO_CHAOS_FORK_SERVER=1`` gives the workers the opt-in fork server of issue 39).
+``bench/soak.py`` runs the same scenario for as long as asked.
 """
 
 from __future__ import annotations
