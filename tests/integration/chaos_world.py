@@ -257,6 +257,13 @@ def with_application_name(url: str, name: str) -> str:
     return f"{url}{'&' if '?' in url else '?'}application_name={name}"
 
 
+# Each ledger command's sleep, in whole seconds: the window the faults need. With executors
+# forked from a warm process (the fork server) an execution of one-second commands could end
+# before the fourth kind of fault had its turn (faults come every 2 to 5 s), leaving no
+# ``studio execute`` to kill.
+COMMAND_SLEEP_S = 3
+
+
 def chaos_script(nonce: str, number: int, commands: int) -> tuple[dict[str, Any], list[str]]:
     """The replay script of execution ``number`` and the ledger tokens its commands append.
 
@@ -271,7 +278,7 @@ def chaos_script(nonce: str, number: int, commands: int) -> tuple[dict[str, Any]
                          "args": {"path": "calc.py", "old_text": "a - b",
                                   "new_text": "a + b"}}]}]
     for index, token in enumerate(tokens):
-        shell = f"echo {token} >> {LEDGER}; sleep 1.{nonce}"
+        shell = f"echo {token} >> {LEDGER}; sleep {COMMAND_SLEEP_S}.{nonce}"
         if index == 0:
             shell += "; env"
         steps.append({"tool_calls": [{"tool": "command.run",
@@ -426,9 +433,10 @@ class Scenario:
         pending: list[str] = []
         done_rounds = 0
         while time.monotonic() < until:
+            ended = self.note_ended()  # on every pass: an end is timed when it happens
             if rounds is not None:
                 every_kind = all(self.faults[kind] for kind in FAULTS)
-                if done_rounds >= rounds or (every_kind and self.note_ended() == len(self.ids)):
+                if done_rounds >= rounds or (every_kind and ended == len(self.ids)):
                     return
             due = time.monotonic() + self.rng.uniform(*gap_s)  # the random interval
             while time.monotonic() < min(due, until):
