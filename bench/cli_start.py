@@ -34,6 +34,13 @@ average of 2 on 2 CPUs is to a command (it shares its CPU with one busy process)
 own scheduling group (``setsid`` and its ``/proc/self/autogroup`` nice, as root) keeps the other
 users' processes off that CPU for the run.
 
+Before and after in one run: ``--baseline SRC`` (the ``app/backend/src`` directory of another
+checkout, e.g. ``git archive`` of main unpacked under /tmp) adds the three ``studio`` commands
+again with ``SRC`` first on ``PYTHONPATH`` (same interpreter and packages, that tree's sources),
+named ``before: ...``; they are interleaved with the others like any command::
+
+    .venv/bin/python -m bench.cli_start --baseline /tmp/base-cli/app/backend/src
+
 Target: each ``studio`` command within 0.25 s of the reference (wall time). For every command the
 script also prints, from one ``-X importtime`` run, the top-level packages that cost the most to
 import beyond the reference's own: where the target is missed, that is where the time goes.
@@ -82,23 +89,41 @@ app(["--help"])
 """
 
 
-def commands(workspace: Path) -> dict[str, list[str]]:
+BASELINE_PREFIX = "before: "
+
+
+def commands(workspace: Path, baseline: Path | None = None) -> dict[str, list[str]]:
     studio = studio_argv()
-    return {
-        "python -c 'import typer'": [sys.executable, "-c", "import typer"],
-        "bare typer app --help": [sys.executable, "-c", BARE_TYPER_HELP],
+    studio_commands = {
         "studio --help": [*studio, "--help"],
         "studio tools list": [*studio, "tools", "list"],
         "studio tools call": [*studio, "tools", "call", "workspace.list_dir",
                               "--workspace", str(workspace)],
     }
+    before = {} if baseline is None else {
+        BASELINE_PREFIX + name: argv for name, argv in studio_commands.items()}
+    return {
+        "python -c 'import typer'": [sys.executable, "-c", "import typer"],
+        "bare typer app --help": [sys.executable, "-c", BARE_TYPER_HELP],
+        **studio_commands,
+        **before,
+    }
 
 
-def environment() -> dict[str, str]:
+# ``--baseline``: the sources the ``before: ...`` commands import (first on PYTHONPATH).
+BASELINE_SOURCES: list[Path] = []
+
+
+def environment(name: str = "") -> dict[str, str]:
     """This environment, but writing bytecode: an installed command runs from cached ``.pyc``
     files, and the warm-up writes them (``PYTHONDONTWRITEBYTECODE`` would have every run compile
-    every changed module from source)."""
-    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    every changed module from source). A ``before: ...`` command gets the baseline's sources
+    first on ``PYTHONPATH``."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    if name.startswith(BASELINE_PREFIX) and BASELINE_SOURCES:
+        env["PYTHONPATH"] = os.pathsep.join(
+            [str(BASELINE_SOURCES[0]), *filter(None, [env.get("PYTHONPATH")])])
+    return env
 
 
 def children_cpu() -> float:
@@ -106,29 +131,30 @@ def children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def run_once(argv: list[str]) -> tuple[float, float]:
-    """Wall time and CPU time (user + system) of one run of ``argv``."""
+def run_once(argv: list[str], name: str = "") -> tuple[float, float]:
+    """Wall time and CPU time (user + system) of one run of ``argv`` (command ``name``)."""
+    env = environment(name)
     cpu, started = children_cpu(), time.perf_counter()
     subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False,
-                   env=environment())
+                   env=env)
     return time.perf_counter() - started, children_cpu() - cpu
 
 
 def measure(cmds: dict[str, list[str]], reps: int) -> dict[str, list[tuple[float, float]]]:
     names = list(cmds)
     for name in names:  # warm-up: the page cache, the .pyc files
-        run_once(cmds[name])
+        run_once(cmds[name], name)
     times: dict[str, list[tuple[float, float]]] = {name: [] for name in names}
     for rep in range(reps):
         shift = rep % len(names)
         for name in names[shift:] + names[:shift]:
-            times[name].append(run_once(cmds[name]))
+            times[name].append(run_once(cmds[name], name))
     return times
 
 
-def import_costs(argv: list[str]) -> Counter[str]:
+def import_costs(argv: list[str], name: str = "") -> Counter[str]:
     """Self import time (seconds) per top-level package, from one ``-X importtime`` run."""
-    env = {**environment(), "PYTHONPROFILEIMPORTTIME": "1"}
+    env = {**environment(name), "PYTHONPROFILEIMPORTTIME": "1"}
     if Path(argv[0]).name == "studio":  # the console script is a Python file: run it with -X
         argv = [sys.executable, *argv]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, check=False)
@@ -147,22 +173,22 @@ def report(cmds: dict[str, list[str]],
     reference_cpu = statistics.median(c for _, c in times[names[0]])
     base_costs = import_costs(cmds[names[0]])
     rows: list[dict[str, object]] = []
-    print(f"{'command':<26} {'median s':>9} {'min s':>7} {'- ref s':>8} {'ratio':>6} "
+    print(f"{'command':<34} {'median s':>9} {'min s':>7} {'- ref s':>8} {'ratio':>6} "
           f"{'cpu s':>6} {'- ref':>6}  verdict (wall)")
     for name in names:
         walls, cpus = [w for w, _ in times[name]], [c for _, c in times[name]]
         median, cpu = statistics.median(walls), statistics.median(cpus)
         diff = median - reference
-        verdict = "" if not name.startswith("studio") else (
+        verdict = "" if not name.removeprefix(BASELINE_PREFIX).startswith("studio") else (
             "MET" if diff <= TARGET_S else f"MISS by {diff - TARGET_S:.3f} s")
-        print(f"{name:<26} {median:>9.3f} {min(walls):>7.3f} {diff:>8.3f} "
+        print(f"{name:<34} {median:>9.3f} {min(walls):>7.3f} {diff:>8.3f} "
               f"{median / reference:>5.2f}x {cpu:>6.3f} {cpu - reference_cpu:>6.3f}  {verdict}")
         rows.append({"command": name, "median_s": median, "min_s": min(walls),
                      "minus_reference_s": diff, "ratio": median / reference,
                      "cpu_median_s": cpu, "cpu_minus_reference_s": cpu - reference_cpu,
                      "verdict": verdict, "times_s": walls, "cpu_s": cpus})
     for name in names[1:]:
-        extra = import_costs(cmds[name]) - base_costs
+        extra = import_costs(cmds[name], name) - base_costs
         top = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in extra.most_common(8))
         print(f"  {name}: imports beyond the reference: {top}")
     return rows
@@ -187,7 +213,12 @@ def main() -> None:
                         help="pin everything to these CPUs (comma-separated)")
     parser.add_argument("--hogs", type=int, default=0,
                         help="CPU-bound processes kept running during the measurement")
+    parser.add_argument("--baseline", type=Path,
+                        help="another checkout's app/backend/src: its studio commands measured "
+                             "too, as 'before: ...'")
     options = parser.parse_args()
+    if options.baseline is not None:
+        BASELINE_SOURCES[:] = [options.baseline.resolve()]
     if options.cpus:
         os.sched_setaffinity(0, options.cpus)
     load_before = os.getloadavg()[0]
@@ -195,7 +226,7 @@ def main() -> None:
     try:
         with tempfile.TemporaryDirectory() as workspace:
             (Path(workspace) / "README.md").write_text("sample\n")
-            cmds = commands(Path(workspace))
+            cmds = commands(Path(workspace), options.baseline)
             times = measure(cmds, options.reps)
             rows = report(cmds, times)
     finally:
@@ -212,7 +243,9 @@ def main() -> None:
     options.out.parent.mkdir(parents=True, exist_ok=True)
     options.out.write_text(json.dumps({"reps": options.reps, "target_s": TARGET_S,
                                        "load": [load_before, load_after], "cpus": cpus,
-                                       "hogs": options.hogs, "rows": rows}, indent=2))
+                                       "hogs": options.hogs,
+                                       "baseline": str(options.baseline or ""),
+                                       "rows": rows}, indent=2))
 
 
 if __name__ == "__main__":

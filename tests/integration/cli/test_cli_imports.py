@@ -75,6 +75,42 @@ def test_light_commands_import_no_heavy_package(tmp_path: Path, workspace: Path,
     assert forbidden_in(modules) == []
 
 
+# What validating the settings imports: the settings model and the library it is made with.
+SETTINGS_MODULES = ("services.settings", "pydantic", "pydantic_core")
+
+
+def settings_modules_in(modules: set[str]) -> list[str]:
+    return sorted(m for m in modules
+                  if any(m == s or m.startswith(s + ".") for s in SETTINGS_MODULES))
+
+
+@pytest.mark.parametrize(("args", "expected_code"), [
+    (("--help",), 0),
+    ((), 2),  # ``studio`` alone prints the same page, and exits 2 (click's no_args_is_help)
+], ids=["help", "no-arguments"])
+def test_the_top_level_help_page_reads_no_settings(tmp_path: Path, args: tuple[str, ...],
+                                                   expected_code: int) -> None:
+    """The page lists the commands from a table: neither the settings nor pydantic are
+    imported to draw it."""
+    proc, modules = loaded_modules(tmp_path, *args)
+    assert proc.returncode == expected_code, proc.stderr
+    assert "Commands" in proc.stdout  # the page was drawn
+    assert settings_modules_in(modules) == []
+
+
+@pytest.mark.parametrize("args", [
+    ("tools", "list"),
+    ("worker", "--help"),  # a command's own page still validates the settings first
+], ids=["tools-list", "worker-help"])
+def test_every_other_command_line_validates_the_settings(tmp_path: Path,
+                                                         args: tuple[str, ...]) -> None:
+    """Positive control of the check above: these do import the settings and pydantic."""
+    proc, modules = loaded_modules(tmp_path, *args)
+    assert proc.returncode == 0, proc.stderr
+    assert "services.settings" in settings_modules_in(modules)
+    assert "pydantic" in settings_modules_in(modules)
+
+
 # The modules of services.cli that only declare commands (and run them); the entry point and its
 # helpers (main, lazy_group, config_errors) are not in the list.
 COMMAND_MODULES = (

@@ -144,3 +144,18 @@ def test_a_runtime_setting_of_the_wrong_type_is_one_line_exit_2(
         tmp_path: Path, key: str, value: str, expected: str) -> None:
     done = _studio(_env(tmp_path), "settings", "set", key, value)
     _assert_one_line(done, key, expected)
+
+
+@pytest.mark.parametrize(("args", "expected_code"), [(("--help",), 0), ((), 2)],
+                         ids=["help", "no-arguments"])
+def test_the_top_level_help_page_is_shown_whatever_the_settings(
+        tmp_path: Path, args: tuple[str, ...], expected_code: int) -> None:
+    """``studio --help`` (and ``studio`` alone) list the commands without reading a setting:
+    an invalid ``STUDIO_*`` does not hide them; the first command names the variable."""
+    env = _env(tmp_path, STUDIO_SANDBOX="sometimes")
+    done = _studio(env, *args)
+    assert done.returncode == expected_code, done.stderr
+    assert "Commands" in done.stdout and "invalid configuration" not in done.stderr
+    line = _assert_one_line(_studio(env, "tools", "list"), "STUDIO_SANDBOX",
+                            "(got 'sometimes')")  # control: the same environment, a command
+    assert line.startswith("studio: invalid configuration: ")

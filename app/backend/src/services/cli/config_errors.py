@@ -16,6 +16,7 @@ only, so the CLI imports neither for commands that do not use them.
 from __future__ import annotations
 
 import sys
+from functools import cache
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit, urlunsplit
 
@@ -41,22 +42,22 @@ def settings_error_line(exc: ValidationError) -> str:
         where = "".join(f"[{part}]" for part in location[1:])
         message = _one_line(str(error.get("msg", "invalid value")).removeprefix("Value error, "))
         value = error.get("input")
-        if location and location[0] in _ECHOED and isinstance(value, str):
+        if location and location[0] in _echoable() and isinstance(value, str):
             message += f" (got {value[:60]!r})"
         problems.append(f"{name}{where}: {message}")
     return "studio: invalid configuration: " + "; ".join(problems or ["invalid value"])
 
 
+@cache
 def _echoable() -> frozenset[str]:
-    """The settings whose value may be shown: neither secrets nor structured values."""
+    """The settings whose value may be shown: neither secrets nor structured values (read
+    from the settings model when a line is first made: importing this module imports no
+    settings)."""
     from services.settings import StudioSettings
 
     hidden = ("SecretStr", "list", "dict")
     return frozenset(name for name, field in StudioSettings.model_fields.items()
                      if not any(word in str(field.annotation) for word in hidden))
-
-
-_ECHOED = _echoable()
 
 
 def redact_url(url: str) -> str:

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import TYPE_CHECKING
 
 import typer
-from pydantic import ValidationError
 
 # typer 0.29 ships its own copy of click; its exceptions are the ones raised here.
 from typer._click import exceptions as click_errors
@@ -21,11 +21,11 @@ from services.cli.config_errors import (
     EXIT_DATABASE_LOST,
     config_error_line,
     database_fault_line,
-    settings_error_line,
 )
 from services.cli.lazy_group import CommandEntry, LazyGroup
-from services.logs import configure_logging
-from services.settings import get_settings
+
+if TYPE_CHECKING:
+    from services.settings import StudioSettings
 
 # Every command, in the order of the help page (the commands, then the command groups), with the
 # first paragraph of its help; its module is imported only when it runs (services.cli.lazy_group).
@@ -102,21 +102,55 @@ app = typer.Typer(
 )
 
 
-def main(argv: list[str] | None = None) -> None:
-    """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout.
+# The command lines that only print the top-level help page (``studio`` alone prints it too, and
+# exits 2): the page is drawn from COMMANDS, it reads no setting.
+TOP_LEVEL_HELP: tuple[list[str], ...] = ([], ["--help"])
 
-    Without ``argv`` (the ``studio`` program itself), the start-up heap is frozen once the
-    settings are validated (:func:`gc.freeze`): the modules and classes imported to start live as
-    long as the process, so the collector does not walk them again, in any later full collection
-    nor in the last one at exit (about 30 ms of ``studio --help``). What the command itself
-    allocates is collected as before. Called with ``argv`` (tests, in their own process), nothing
-    is frozen."""
-    args = list(sys.argv[1:] if argv is None else argv)
+
+def validate_settings() -> None:
+    """Read and validate the ``STUDIO_*`` settings, then log at their level; a variable whose
+    value does not validate is one line on stderr and exit 2 (:data:`EXIT_CONFIG`)."""
+    from pydantic import ValidationError
+
+    from services.cli.config_errors import settings_error_line
+    from services.logs import configure_logging
+    from services.settings import get_settings
+
     try:
         configure_logging(get_settings().log_level)
     except ValidationError as exc:  # a STUDIO_* variable with a value that cannot be
         print(settings_error_line(exc), file=sys.stderr)
         sys.exit(EXIT_CONFIG)
+
+
+def validated_settings() -> StudioSettings | None:
+    """The settings :func:`validate_settings` read, or ``None`` when it did not run (the
+    top-level help page, which imports no setting)."""
+    if "services.settings" not in sys.modules:
+        return None
+    from services.settings import get_settings
+
+    return get_settings()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Run the CLI; usage errors of ``tools call`` are answered with an envelope on stdout.
+
+    Every command validates the settings before its arguments are parsed
+    (:func:`validate_settings`), its own ``--help`` included; the top-level help page
+    (:data:`TOP_LEVEL_HELP`) does not: it lists the commands from :data:`COMMANDS`, reads no
+    setting, and is shown even when a ``STUDIO_*`` variable is invalid (the first command then
+    names it), without importing pydantic.
+
+    Without ``argv`` (the ``studio`` program itself), the start-up heap is frozen once the
+    settings are validated (:func:`gc.freeze`; before the top-level page, which reads none): the
+    modules and classes imported to start live as long as the process, so the collector does not
+    walk them again, in any later full collection nor in the last one at exit (about 30 ms of
+    ``studio --help``). What the command itself allocates is collected as before. Called with
+    ``argv`` (tests, in their own process), nothing is frozen."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args not in TOP_LEVEL_HELP:
+        validate_settings()
     if argv is None:
         gc.freeze()
     try:
@@ -137,11 +171,12 @@ def main(argv: list[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except Exception as exc:  # a database or broker URL that does not work: one line, exit 2
-        fault = database_fault_line(exc, get_settings())  # a database lost while running
+        settings = validated_settings()
+        fault = database_fault_line(exc, settings)  # a database lost while running
         if fault is not None:
             print(fault, file=sys.stderr)
             sys.exit(EXIT_DATABASE_LOST)
-        line = config_error_line(exc, get_settings())
+        line = config_error_line(exc, settings)
         if line is None:
             raise
         print(line, file=sys.stderr)
