@@ -31,6 +31,7 @@ from tests.integration.databases import (
     create_pg_database,
     drop_pg_database,
     empty_tables,
+    write_migrated_sqlite,
 )
 from tests.integration.mcp_fixtures import stdio_server_entry, write_mcp_config
 from tests.support.mcp_servers import running_http_server
@@ -43,7 +44,7 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     worker or API process, to open by URL)."""
     if request.param == "sqlite":
         path = tmp_path / "studio.db"
-        open_database(sqlite_settings(path)).dispose()  # migrated, as a CLI would
+        write_migrated_sqlite(path)  # at head, as a CLI would leave it
         yield f"sqlite:///{path}"
         return
     admin: str = request.getfixturevalue("pg_admin")
@@ -90,8 +91,11 @@ def postgres_db(postgres_url: str) -> Iterator[Database]:
 
 @pytest.fixture
 def sqlite_db(tmp_path: Path) -> Iterator[Database]:
-    """An embedded SQLite database, migrated by ``open_database`` as in production."""
-    db = open_database(sqlite_settings(tmp_path / "studio.db"))
+    """An embedded SQLite database at head (a copy of the process's migrated template),
+    opened by ``open_database`` as in production."""
+    path = tmp_path / "studio.db"
+    write_migrated_sqlite(path)
+    db = open_database(sqlite_settings(path))
     yield db
     db.dispose()
 
