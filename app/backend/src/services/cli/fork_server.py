@@ -32,6 +32,10 @@ from pathlib import Path
 # SDKs, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
+    "services.cli.execute",  # the command itself, and what running it loads
+    "typer._adapters",
+    "typer._click.decorators",
+    "rich._emoji_codes",
     "services.cli.database",
     "services.cli.live",
     "services.cli.telemetry",
@@ -60,7 +64,7 @@ MAX_ENVIRONMENT = 1 << 20
 
 def warm_up() -> None:
     """Import the modules every execution needs, and compute what is the same for all of them
-    and secret to none (the migration scripts' head revisions)."""
+    and secret to none (the migration scripts' head revisions, the configured ORM mappers)."""
     for name in WARM_MODULES:
         importlib.import_module(name)
     from services.db import migrate, session
@@ -69,6 +73,7 @@ def warm_up() -> None:
     metrics.preload()
     session.preload_drivers()
     migrate.warm_script_heads()
+    session.preload_mappers()
 
 
 def serve(control: socket.socket) -> None:
@@ -239,15 +244,20 @@ def _run_execute(execution_id: str) -> int:
 
 
 def main(argv: list[str]) -> None:
+    # no collection while importing: a collection frees the imports' garbage cycles and leaves
+    # holes in the pages the children share, which their own allocations would then fill (and
+    # so copy); that garbage stays, once, in the shared pages instead
+    gc.disable()
     control = socket.socket(fileno=int(argv[0]))
     warm_up()
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)
     # what the imports made stays out of the children's garbage collections: a collection
-    # writes into every object it visits, which would copy each page of it into each child
-    gc.collect()
+    # writes into every object it visits, which would copy each page of it into each child;
+    # what this process and its children allocate from now on is collected as usual
     gc.freeze()
+    gc.enable()
     control.send(b"ready")
     serve(control)
 
