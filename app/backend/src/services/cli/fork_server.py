@@ -244,20 +244,15 @@ def _run_execute(execution_id: str) -> int:
 
 
 def main(argv: list[str]) -> None:
-    # no collection while importing: a collection frees the imports' garbage cycles and leaves
-    # holes in the pages the children share, which their own allocations would then fill (and
-    # so copy); that garbage stays, once, in the shared pages instead
-    gc.disable()
     control = socket.socket(fileno=int(argv[0]))
     warm_up()
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)
     # what the imports made stays out of the children's garbage collections: a collection
-    # writes into every object it visits, which would copy each page of it into each child;
-    # what this process and its children allocate from now on is collected as usual
+    # writes into every object it visits, which would copy each page of it into each child
+    gc.collect()
     gc.freeze()
-    gc.enable()
     control.send(b"ready")
     serve(control)
 
