@@ -18,13 +18,19 @@ server, every ``studio execute`` and what it started; ``/proc/<pid>/smaps_rollup
     python bench/scale.py --ns 1,8                  # quick
     python bench/scale.py --source /tmp/base        # the worker and API of another checkout
                                                     # (a baseline: `git archive` of main)
-    python bench/scale.py --fork-server             # the opt-in process model only
+    python bench/scale.py --prefork                 # the opt-out process model only
     python bench/scale.py --ns 1,8 --compare        # both process models, side by side
 
-The worker runs ``studio worker``'s default process model (a prefork pool, each execution an
-exec'ed ``studio execute``) unless ``--fork-server`` (``STUDIO_WORKER_FORK_SERVER=true``: a thread
-pool and the fork server) or ``--compare``: for each N a round of each, the default first, and
-the fork server's figures as ratios to the default's (the baseline) in the same run.
+The worker runs ``studio worker``'s default process model (a thread pool and the fork server;
+``STUDIO_WORKER_FORK_SERVER=true``, set explicitly so that an older ``--source`` runs it too)
+unless ``--prefork`` (``STUDIO_WORKER_FORK_SERVER=false``: a prefork pool, each execution an
+exec'ed ``studio execute``) or ``--compare``: for each N a round of each, the prefork pool first,
+and the fork server's figures as ratios to the prefork pool's (the baseline) in the same run.
+
+Before the rounds, one N = 1 round that is not reported (``--no-warm-up``: none) warms what is
+done once per deployment, not per execution: the API's first ``POST`` (the modules creating an
+execution imports, about 0.2 s of CPU) and the mirror cache's first fill; the fork server's
+warm-up is outside every round too (each round waits for it).
 
 Targets (issue 39): CPU per execution <= 0.8 s, PSS per concurrent execution <= 60 MB, N = 32 at
 least 20x the executions per minute of N = 1, every execution succeeds. The exit status is 0
@@ -104,7 +110,7 @@ class Router:
 @dataclass
 class Round:
     n: int
-    model: str  # "prefork" (the default) or "fork-server"
+    model: str  # "fork-server" (the default) or "prefork" (STUDIO_WORKER_FORK_SERVER=false)
     wall_s: float
     per_minute: float
     cpu_s_per_execution: float  # the worker's tree, the API, the PostgreSQL backends
@@ -222,8 +228,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
               db_url: str, repo_url: str, root: Path, cwd: Path | None) -> Round:
     database = db_url.rsplit("/", 1)[1]
     log_path = root / f"worker-{model}-{n}.log"
-    if model == FORK_SERVER:
-        env = {**env, "STUDIO_WORKER_FORK_SERVER": "true"}
+    env = {**env, "STUDIO_WORKER_FORK_SERVER": "true" if model == FORK_SERVER else "false"}
     worker = start_worker(env, log_path, n, cwd)
     try:
         deadline = time.monotonic() + 120
@@ -326,14 +331,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--breakdown", action="store_true",
                         help="print each process's PSS at the peak of each round")
     parser.add_argument("--fork-server", action="store_true",
-                        help="run the opt-in process model (STUDIO_WORKER_FORK_SERVER)")
+                        help="run the fork server (the default; STUDIO_WORKER_FORK_SERVER)")
+    parser.add_argument("--prefork", action="store_true",
+                        help="run the opt-out process model (STUDIO_WORKER_FORK_SERVER=false)")
     parser.add_argument("--compare", action="store_true",
-                        help="for each N, the default process model then the fork server")
+                        help="for each N, the prefork pool then the fork server")
+    parser.add_argument("--no-warm-up", action="store_true",
+                        help="no unreported N = 1 round first (the API's first request then "
+                             "counts in the first round)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
     models = ([PREFORK, FORK_SERVER] if args.compare
-              else [FORK_SERVER] if args.fork_server else [PREFORK])
+              else [PREFORK] if args.prefork and not args.fork_server else [FORK_SERVER])
     load = os.getloadavg()
     source = args.source.resolve() / "app" / "backend" / "src" if args.source else None
     print(f"scale: N = {ns}, {' and '.join(models)}, {args.steps} steps, {args.latency} s per "
@@ -353,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
                 claimed_broker() as broker, \
                 git_http_server(Path(tmp) / "git", TOKEN) as host, \
                 github_api(Path(tmp) / "git", TOKEN) as api_double, \
-                ScriptedModelServer([router] * (sum(ns) * (args.steps + 2) * 2)) as model:
+                ScriptedModelServer([router] * ((sum(ns) + 1) * (args.steps + 2) * 2)) as model:
             root = Path(tmp)
             seed_bare_repo(host.root, REPO, {"README.md": "bench\n"})
             (root / "home").mkdir()
@@ -377,6 +387,14 @@ def main(argv: list[str] | None = None) -> int:
                     router.latency = 0.0
                     profile_one(args, api, env, host.url(REPO), root, source)
                     return 0
+                if not args.no_warm_up:
+                    # the API's first POST imports what creating an execution needs (about
+                    # 0.2 s of CPU, once per API process): outside the rounds, as the fork
+                    # server's warm-up is
+                    warm = run_round(1, models[0], args, api, env, db_url, host.url(REPO),
+                                     root, source)
+                    print(f"  warm-up round (not reported): CPU "
+                          f"{warm.cpu_s_per_execution:.2f} s, failed {warm.failed}", flush=True)
                 for n, kind in ((n, kind) for n in ns for kind in models):
                     rounds.append(run_round(n, kind, args, api, env, db_url, host.url(REPO),
                                             root, source))
@@ -469,8 +487,8 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
 
 
 def compare(rounds: list[Round]) -> None:
-    """Each N's fork-server round against the default's of the same N (the baseline)."""
-    print("\nfork server / default, same N, same run (below 1: the fork server needs less):")
+    """Each N's fork-server round against the prefork pool's of the same N (the baseline)."""
+    print("\nfork server / prefork, same N, same run (below 1: the fork server needs less):")
     print(f"{'N':>3} {'exec/min':>9} {'CPU/exec':>9} {'machine CPU/exec':>17} {'PSS/exec':>9}")
     for base in (r for r in rounds if r.model == PREFORK):
         other = next((r for r in rounds if r.model == FORK_SERVER and r.n == base.n), None)

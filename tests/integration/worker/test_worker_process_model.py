@@ -1,14 +1,15 @@
 """Which process model ``studio worker`` runs: by default (no ``STUDIO_WORKER_FORK_SERVER``) a
-prefork pool whose executions are exec'ed ``studio execute`` children, with no fork server; with
-``STUDIO_WORKER_FORK_SERVER=true`` (set the way an operator would, in the worker's environment) a
-fork server, which forks the executions once it is warm.
+fork server, which forks the executions once it is warm; with ``STUDIO_WORKER_FORK_SERVER=false``
+(set the way an operator would, in the worker's environment) a prefork pool whose executions are
+exec'ed ``studio execute`` children, with no fork server.
 
 A real worker on the Redis broker runs one replay execution whose only step is a slow command;
 while it runs the test reads the process tree in ``/proc``. An exec'ed child's environment block
 (``/proc/<pid>/environ``) holds the ``STUDIO_*`` variables it was exec'ed with; a forked child's
-is the fork server's, which holds none. Witness: with the default, no fork server runs under the
+is the fork server's, which holds none. With the default, the fork server runs under the worker
+and is the execution's parent (witness: with the opt-in default of before, this case fails: no
+fork server runs). The opt-out is the other case and the control: no fork server runs under the
 worker and the execution's parent is a pool process with the worker's main process above it.
-Positive control: the setting starts the fork server, and the execution's parent is that server.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ TOKEN = "ghs_ProcessModelToken0123456789abcdefAB"
 REPO = "acme/model"
 
 
-@pytest.mark.parametrize("fork_server", [False, True], ids=["default", "fork-server"])
+@pytest.mark.parametrize("fork_server", [True, False], ids=["default", "opt-out"])
 def test_the_process_model_of_a_worker(tmp_path: Path, redis_broker: Broker,
                                        fork_server: bool) -> None:
     slow = ["sleep", "120", f"0.{random.randrange(10**8):08d}"]  # unique to this run
@@ -59,8 +60,8 @@ def test_the_process_model_of_a_worker(tmp_path: Path, redis_broker: Broker,
                STUDIO_WORKER_QUEUE=redis_broker.queue, STUDIO_DATA_DIR=str(tmp_path / "data"),
                STUDIO_WORKSPACE_DIR=str(tmp_path / "workspaces"), HOME=str(tmp_path),
                STUDIO_GITHUB_TOKEN=TOKEN, STUDIO_REPO_ALLOWED_HOSTS="127.0.0.1")
-    if fork_server:
-        env["STUDIO_WORKER_FORK_SERVER"] = "true"
+    if not fork_server:
+        env["STUDIO_WORKER_FORK_SERVER"] = "false"
     with git_http_server(tmp_path / "git", TOKEN) as host:
         seed_bare_repo(host.root, REPO, {"README.md": "process model\n"})
         env["STUDIO_GITHUB_GIT_ORIGINS"] = host.base_url
@@ -95,10 +96,10 @@ def test_the_process_model_of_a_worker(tmp_path: Path, redis_broker: Broker,
             for pid in processes_running(*slow):
                 os.kill(pid, signal.SIGKILL)
 
-    if fork_server:  # positive control: the setting turns the fork server on, which forks
+    if fork_server:  # the default: the fork server runs and forks the execution
         assert servers == [parent], (servers, parent)
         assert b"STUDIO_DATABASE_URL=" not in environ  # forked: the server's environment
-    else:  # the default: no fork server; the child is exec'ed by a prefork pool process
+    else:  # the opt-out: no fork server; the child is exec'ed by a prefork pool process
         assert servers == []
         assert above[0] == worker.pid and parent != worker.pid
         assert b"STUDIO_DATABASE_URL=" in environ  # exec'ed with the executor environment

@@ -104,10 +104,10 @@ class StudioSettings(BaseModel):
     broker_url: SecretStr | None = None
     # The Celery queue node executions are sent to and workers consume (one per deployment).
     worker_queue: str = "studio"
-    # ``studio worker``'s process model (docs: worker): off, a prefork pool whose processes each
-    # exec a fresh ``studio execute`` per execution; on, a thread per slot, one database for the
-    # slots, and a warm fork server that forks each execution's process (issue 39; opt-in).
-    worker_fork_server: bool = False
+    # ``studio worker``'s process model (docs: worker): on (the default), a thread per slot, one
+    # database for the slots, and a warm fork server that forks each execution's process (issue
+    # 39); off, a prefork pool whose processes each exec a fresh ``studio execute`` per execution.
+    worker_fork_server: bool = True
     # Seconds before Redis hands a message its worker never acknowledged (killed) to another.
     broker_visibility_timeout_s: float = Field(default=300.0, gt=0)
     secret_key: SecretStr | None = None

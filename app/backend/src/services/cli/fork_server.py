@@ -32,6 +32,10 @@ from pathlib import Path
 # SDKs, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
+    "services.cli.execute",  # the command itself, and what running it loads
+    "typer._adapters",
+    "typer._click.decorators",
+    "rich._emoji_codes",
     "services.cli.database",
     "services.cli.live",
     "services.cli.telemetry",
@@ -60,7 +64,7 @@ MAX_ENVIRONMENT = 1 << 20
 
 def warm_up() -> None:
     """Import the modules every execution needs, and compute what is the same for all of them
-    and secret to none (the migration scripts' head revisions)."""
+    and secret to none (the migration scripts' head revisions, the configured ORM mappers)."""
     for name in WARM_MODULES:
         importlib.import_module(name)
     from services.db import migrate, session
@@ -69,6 +73,7 @@ def warm_up() -> None:
     metrics.preload()
     session.preload_drivers()
     migrate.warm_script_heads()
+    session.preload_mappers()
 
 
 def serve(control: socket.socket) -> None:

@@ -35,7 +35,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session as OrmSession
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.orm import configure_mappers, sessionmaker
 
 from services.db import migrate
 from services.db.connection_loss import rerun, wait_for_reconnects
@@ -227,6 +227,15 @@ def preload_drivers() -> None:
     import psycopg  # noqa: F401
     import sqlalchemy.dialects.postgresql.psycopg  # noqa: F401
     import sqlalchemy.dialects.sqlite.pysqlite  # noqa: F401
+
+
+def preload_mappers() -> None:
+    """Configure the ORM's mappers, what a process's first query does otherwise (a worker's
+    fork server does it once: its children then share the configured mappers instead of each
+    building its own)."""
+    import services.db.models  # noqa: F401  (every mapped class)
+
+    configure_mappers()
 
 
 def open_database(settings: StudioSettings, *, check: bool = True) -> Database:

@@ -27,12 +27,12 @@ from services.execution.agent_profile import AgentProfile, ProfileError
 from services.execution.approvals import Rule, parse_policy
 from services.execution.errors import ConfigError, ErrorCode
 from services.execution.profile_checks import agent_profile
+from services.flowcharts.node_ids import NODE_ID_PATTERN
 from services.flowcharts.templates import template_syntax_errors
 from services.flowcharts.workspace import check_node_workspace_name
 from services.repos.urls import RepositoryUrlRejected, validate_repo_url
 from services.runs.setup_request import check_network, check_setup_commands
 
-NODE_ID_PATTERN = r"^[A-Za-z_][A-Za-z0-9_-]{0,99}$"
 NODE_TYPES = ("start", "agent", "command", "review", "decision", "end")
 # the nodes that are node executions
 WORK_TYPES = frozenset({"agent", "command", "review"})

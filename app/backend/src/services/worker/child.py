@@ -4,16 +4,16 @@
 
 * ``local``: a child process, exec'ed (``studio execute`` in a fresh interpreter), or forked
   from the worker's fork server (:mod:`services.executors.forked`) when ``studio worker`` runs
-  one (``STUDIO_WORKER_FORK_SERVER``, opt-in) and it is ready (a worker's first executions,
+  one (``STUDIO_WORKER_FORK_SERVER``, the default) and it is ready (a worker's first executions,
   while its fork server warms up, are exec'ed: they never wait for it). The task never runs the
   agent in its own process: a crash of the agent (or of an SDK under it) ends the child, not
   the worker. Either way the child has its own process group, the allowlisted environment of
   :func:`~services.executors.local.executor_environment`, and ``PR_SET_PDEATHSIG`` so that it
-  dies with the process that started it. By default that is a prefork pool process, which
-  itself dies with the worker's main process (Celery's prefork pool sets ``PR_SET_PDEATHSIG``
-  in every pool process); with the fork server it is the fork server, which dies with the
-  worker's main process too: a ``SIGKILL`` of the worker takes the whole chain down, the lease
-  stops being renewed and the reaper re-dispatches.
+  dies with the process that started it. With the fork server (the default) that is the fork
+  server, which dies with the worker's main process; with the setting off it is a prefork pool
+  process, which itself dies with the worker's main process (Celery's prefork pool sets
+  ``PR_SET_PDEATHSIG`` in every pool process): a ``SIGKILL`` of the worker takes the whole
+  chain down, the lease stops being renewed and the reaper re-dispatches.
 * ``kubernetes``: a Job, supervised through the watch API in slices of ``KUBE_SLICE_S``; between
   slices the task reads the execution's cancel request from the database and, when it is set,
   deletes the Job (foreground propagation: the pod goes first). The worker
@@ -48,8 +48,8 @@ _fork_server: ForkServer | None = None
 
 
 def use_fork_server(server: ForkServer | None) -> None:
-    """Fork local children from ``server`` (``studio worker`` with ``STUDIO_WORKER_FORK_SERVER``
-    starts one); None (the default): exec them."""
+    """Fork local children from ``server`` (``studio worker`` starts one unless
+    ``STUDIO_WORKER_FORK_SERVER`` is off); None: exec them."""
     global _fork_server
     _fork_server = server
 

@@ -12,19 +12,21 @@ running is a no-op, and a node whose execution already finished is completed fro
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from uuid import UUID
 
 from celery import Celery
 from pydantic import BaseModel, ConfigDict, Field
 
 from services.db.session import open_database
-from services.flowcharts.graph import NODE_ID_PATTERN
-from services.flowcharts.service import FlowchartRunService, NodeDispatch
+from services.flowcharts.node_ids import NODE_ID_PATTERN
 from services.settings import StudioSettings
 from services.worker.dispatch import producer_app
 from services.worker.names import TASK_RUN_FLOWCHART_NODE, broker_url
 from services.worker.payloads import parse
+
+if TYPE_CHECKING:
+    from services.flowcharts.service import NodeDispatch
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,10 @@ class FlowchartNodePayload(BaseModel):
 def handle_flowchart_node(payload: FlowchartNodePayload, settings: StudioSettings, *,
                           app: Celery | None = None) -> None:
     """Run the node against the configured database, then advance its run."""
+    # the engine, imported by the first node a worker runs (not by a worker that only
+    # supervises executions: :mod:`services.worker.runner`)
+    from services.flowcharts.service import FlowchartRunService
+
     db = open_database(settings)
     try:
         service = FlowchartRunService(db, settings, dispatch=flowchart_dispatch(settings, app=app))

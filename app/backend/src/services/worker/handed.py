@@ -16,7 +16,6 @@ from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database
 from services.execution.errors import ConfigError
 from services.execution.mcp.config import McpConfig
-from services.runs.request import ExecutionRequest
 from services.settings import ExecutorKind, StudioSettings
 from services.worker.task_database import task_database
 
@@ -29,6 +28,9 @@ def handed_secrets(settings: StudioSettings, execution_id: str,
     ``database``: the worker task's."""
     if settings.executor is not ExecutorKind.KUBERNETES or not settings.kube_execution_logins:
         return {}
+    # the request model imports the engine: only a worker that hands pods secrets needs it
+    from services.runs.request import ExecutionRequest
+
     with task_database(settings, database) as db:
         row = ExecutionRepository(db).get(execution_id)
         names = ExecutionRequest.from_row(row).profile.mcp_servers if row is not None else []

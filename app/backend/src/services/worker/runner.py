@@ -1,14 +1,14 @@
 """Starting a Celery worker in this process: what ``studio worker`` does.
 
-By default a prefork pool of ``concurrency`` processes consumes ``STUDIO_WORKER_QUEUE``; Celery's
-prefork pool has each pool process die with the worker's main process (``PR_SET_PDEATHSIG``, set
-in its process initializer), and each execution runs in an exec'ed child of a pool process, which
-dies with it; each task opens its own database. With ``STUDIO_WORKER_FORK_SERVER``
-(:func:`process_model`, opt-in) a pool of ``concurrency`` threads consumes it instead: a slot only
-supervises its execution's process, forked from the worker's fork server
-(:mod:`services.executors.forked`, started here from the main thread: it dies with the worker's
-main process, its children with it), and the slots share one database. A Kubernetes worker's
-slots supervise Jobs either way.
+By default (``STUDIO_WORKER_FORK_SERVER``, :func:`process_model`) a pool of ``concurrency``
+threads consumes ``STUDIO_WORKER_QUEUE``: a slot only supervises its execution's process, forked
+from the worker's fork server (:mod:`services.executors.forked`, started here from the main
+thread: it dies with the worker's main process, its children with it), and the slots share one
+database. With the setting off, a prefork pool of ``concurrency`` processes consumes it instead;
+Celery's prefork pool has each pool process die with the worker's main process
+(``PR_SET_PDEATHSIG``, set in its process initializer), and each execution runs in an exec'ed
+child of a pool process, which dies with it; each task opens its own database. A Kubernetes
+worker's slots supervise Jobs either way.
 Optionally a :class:`~services.worker.reaper_loop.ReaperLoop` thread re-dispatches executions
 whose lease expired. Gossip, mingle and the worker heartbeat are off: workers coordinate through
 leases in the database, not through each other.
@@ -72,10 +72,10 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
 def process_model(settings: StudioSettings) -> Iterator[str]:
     """The Celery pool this worker runs, and what goes with it until the worker stops.
 
-    ``prefork`` (the default): nothing here; each task opens its own database (no engine is
+    ``threads`` (``STUDIO_WORKER_FORK_SERVER``, the default): a fork server (for the local
+    executor) that the slots fork their children from, and one database every slot borrows.
+    ``prefork`` (the setting off): nothing here; each task opens its own database (no engine is
     opened before the pool forks) and each execution is an exec'ed ``studio execute``.
-    ``threads`` (``STUDIO_WORKER_FORK_SERVER``): a fork server (for the local executor) that the
-    slots fork their children from, and one database every slot borrows.
     """
     if not settings.worker_fork_server:
         yield "prefork"

@@ -1,9 +1,10 @@
 """The one database a worker task opens (:func:`services.worker.handlers.handle_execute_node`),
 lent to what the task calls: the admission, the GitHub token rule, the secrets handed to a pod
-and the supervision of a Job each took their own engine (and schema check) before. With
-``STUDIO_WORKER_FORK_SERVER`` the tasks of ``studio worker`` (threads) share the worker's one
-database instead (:func:`use_worker_database`): no engine, schema check or idle connection per
-slot. A prefork worker (the default) never sets it: no engine is open across its pool's forks."""
+and the supervision of a Job each took their own engine (and schema check) before. With the
+fork server (``STUDIO_WORKER_FORK_SERVER``, the default) the tasks of ``studio worker``
+(threads) share the worker's one database instead (:func:`use_worker_database`): no engine,
+schema check or idle connection per slot. A prefork worker (the setting off) never sets it: no
+engine is open across its pool's forks."""
 
 from __future__ import annotations
 
