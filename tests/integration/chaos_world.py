@@ -79,9 +79,10 @@ class Chaos:
 
     def env(self) -> dict[str, str]:
         extra = {"ANTHROPIC_API_KEY": self.provider_key} if self.provider_key else {}
-        if os.environ.get("STUDIO_CHAOS_FORK_SERVER", "").lower() in ("1", "true", "yes"):
-            # the workers' opt-in fork server (issue 39), for scripts/chaos_repeat.sh runs
-            extra["STUDIO_WORKER_FORK_SERVER"] = "true"
+        if os.environ.get("STUDIO_CHAOS_PREFORK", "").lower() in ("1", "true", "yes"):
+            # the workers' opt-out process model (prefork pool, exec'ed children; issue 39),
+            # for scripts/chaos_repeat.sh runs; the default is the fork server
+            extra["STUDIO_WORKER_FORK_SERVER"] = "false"
         return self.world.env(self.root / "workspaces", STUDIO_BROKER_URL=self.broker.url,
                               STUDIO_WORKER_QUEUE=self.broker.queue,
                               STUDIO_GIT_AUTHOR_NAME="Chaos Agent",

@@ -9,7 +9,8 @@ intervals of 2 to 5 s, in two rounds covering every kind (worker group SIGKILLed
 or until every execution has ended. Then the workers stop and every invariant of
 :func:`~tests.integration.chaos_world.check_invariants` must hold. The seed is printed (set
 ``STUDIO_CHAOS_SEED`` to replay a run's fault choices; timings still vary;
-``STUDIO_CHAOS_FORK_SERVER=1`` gives the workers the opt-in fork server of issue 39).
+the workers run the default fork server of issue 39; ``STUDIO_CHAOS_PREFORK=1`` gives them
+the prefork pool of exec'ed children instead).
 ``bench/soak.py`` runs the same scenario for as long as asked.
 """
 
