@@ -13,6 +13,8 @@ which moves much less with the load than wall time; medians reported:
 - ``api``: a real ``studio api --port 0`` (no broker, a SQLite database migrated beforehand, as
   a restarted API finds it), from its start until it has answered ``GET /healthz`` once (its
   CPU read from ``/proc`` then, the process stopped after);
+- ``api, new db``: the same on a new SQLite file, which the API migrates as it starts (what
+  every API test's server does);
 - ``node``: ``python -c`` importing what ``studio flowchart-node`` imports before it runs its
   node (the command line, the database opener, the flowchart run service).
 
@@ -55,14 +57,15 @@ def child_cpu(argv: list[str], env: dict[str, str]) -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def api_cpu(env: dict[str, str]) -> float:
+def api_cpu(env: dict[str, str], *, migrated: bool = True) -> float:
     """CPU seconds of ``studio api`` until it has answered ``/healthz`` once."""
     with tempfile.TemporaryDirectory(prefix="api-start-") as tmp:
         run_env = {**env, "STUDIO_DATABASE_URL": f"sqlite:///{tmp}/studio.db",
                    "STUDIO_DATA_DIR": f"{tmp}/data", "STUDIO_WORKSPACE_DIR": f"{tmp}/ws",
                    "HOME": tmp}
-        subprocess.run([PYTHON, "-m", "services.cli", "db", "upgrade"], env=run_env,
-                       capture_output=True, check=True)
+        if migrated:
+            subprocess.run([PYTHON, "-m", "services.cli", "db", "upgrade"], env=run_env,
+                           capture_output=True, check=True)
         process = subprocess.Popen([PYTHON, "-m", "services.cli", "api", "--port", "0"],
                                    env=run_env, stdout=subprocess.DEVNULL,
                                    stderr=subprocess.PIPE, text=True)
@@ -86,6 +89,7 @@ def variants(base_env: dict[str, str]) -> dict[str, Callable[[], float]]:
     return {
         "import": lambda: child_cpu([PYTHON, "-c", "import services.api.app"], base_env),
         "api": lambda: api_cpu(base_env),
+        "api, new db": lambda: api_cpu(base_env, migrated=False),
         "node": lambda: child_cpu([PYTHON, "-c", NODE_IMPORTS], base_env),
     }
 

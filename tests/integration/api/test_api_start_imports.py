@@ -120,7 +120,7 @@ def test_the_api_starts_without_the_engine_the_worker_or_an_sdk(tmp_path: Path) 
         # what the API serves is loaded: the check sees the process's own modules
         assert {"services.api.routers.executions", "services.api.routers.flowcharts",
                 "services.flowcharts.service", "services.runs.request",
-                "services.runs.service"} <= at_start
+                "services.runs.review_start"} <= at_start
         assert under(at_start, ENGINE) == []
         assert under(at_start, WORKER) == []
         assert under(at_start, SDKS) == []

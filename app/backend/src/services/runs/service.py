@@ -16,14 +16,19 @@ from __future__ import annotations
 import getpass
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from services.db.executions import ExecutionRepository, UnknownExecution
+from services.db.idempotency import DbIdempotencyStore
 from services.db.redaction import Redactor
 from services.db.session import Database
 from services.execution.errors import ConfigError
 from services.execution.outcomes import RunResult
 from services.execution.ports import EventSink
+from services.runs.attempt import AttemptScope, is_legacy, refusal
+from services.runs.durable import execute_execution
+from services.runs.leases import LapseHandler
+from services.runs.loop import LoopInputs
 from services.runs.request import ExecutionRequest, create_execution
 from services.runs.results import (
     ExecutionOutcome,
@@ -32,13 +37,6 @@ from services.runs.results import (
     final_status,
 )
 from services.settings import StudioSettings
-
-if TYPE_CHECKING:
-    from services.runs.attempt import AttemptScope
-    from services.runs.leases import LapseHandler
-
-# The engine (the attempt, the loop, the durable path) is imported by the methods that run an
-# execution, not with this module: recording one (the API, a flowchart run) does not load it.
 
 
 def local_user() -> str:
@@ -90,15 +88,11 @@ class ExecutionService:
         """Claim, run (or resume) and finalize a recorded repository execution: the durable
         path (:func:`services.runs.durable.execute_execution`), what ``studio execute`` and
         ``studio demo`` run, wherever they run (a worker's child, a Kubernetes Job)."""
-        from services.runs.durable import execute_execution
-
         return execute_execution(execution_id, settings=self.settings, db=self.db,
                                  sinks=sinks, keep_workspace=keep_workspace, on_lapse=on_lapse)
 
     def _in_place(self, execution_id: str, request: ExecutionRequest,
                   sinks: Sequence[EventSink]) -> RunResult:
-        from services.runs.attempt import AttemptScope, refusal
-
         row = self.executions.get(execution_id)
         if row is None:
             raise UnknownExecution(execution_id)
@@ -123,10 +117,6 @@ class ExecutionService:
 
     def _loop(self, scope: AttemptScope, request: ExecutionRequest,
               snapshot: dict[str, Any]) -> RunResult:
-        from services.db.idempotency import DbIdempotencyStore
-        from services.runs.attempt import is_legacy
-        from services.runs.loop import LoopInputs
-
         workspace = request.workspace
         assert workspace is not None  # a request without a repository names its directory
         ctx = scope.tool_context(workspace)
