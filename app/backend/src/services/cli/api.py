@@ -51,16 +51,31 @@ def api_command(
 
 
 def work_dispatch(settings: StudioSettings) -> WorkDispatch:
-    """The API's dispatch port, made of the worker's dispatchers (the API never imports them)."""
+    """The API's dispatch port, made of the worker's dispatchers (the API never imports them).
+
+    Without a broker the executions run from this process (the worker's handler starts their
+    ``studio execute`` child) and each flowchart node in a child of the API: the worker's
+    dispatch module, Celery with it, is imported when the first execution is dispatched, not
+    when the API starts."""
     from functools import partial
 
     from services.api.dispatch import WorkDispatch
-    from services.worker.dispatch import dispatch_delivery, dispatch_or_defer
-    from services.worker.flowchart_tasks import flowchart_dispatch
     from services.worker.names import broker_url
 
+    if broker_url(settings) is None:
+        return WorkDispatch(execution=partial(_dispatch_here, settings=settings),
+                            brokered=False, flowchart_nodes=None, delivery=None)
+    from services.worker.dispatch import dispatch_delivery, dispatch_or_defer
+    from services.worker.flowchart_tasks import flowchart_dispatch
+
     return WorkDispatch(execution=lambda execution_id: dispatch_or_defer(execution_id, settings),
-                        brokered=broker_url(settings) is not None,
-                        flowchart_nodes=flowchart_dispatch(settings),
-                        delivery=(partial(dispatch_delivery, settings=settings)
-                                  if broker_url(settings) is not None else None))
+                        brokered=True, flowchart_nodes=flowchart_dispatch(settings),
+                        delivery=partial(dispatch_delivery, settings=settings))
+
+
+def _dispatch_here(execution_id: str, *, settings: StudioSettings) -> object:
+    """:func:`services.worker.dispatch.dispatch_or_defer` without a broker, imported on the
+    first call."""
+    from services.worker.dispatch import dispatch_or_defer
+
+    return dispatch_or_defer(execution_id, settings)

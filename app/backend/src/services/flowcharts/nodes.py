@@ -16,9 +16,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from services.composition import command_sandbox
 from services.db.executions import ExecutionRepository
-from services.db.idempotency import DbIdempotencyStore
 from services.db.models import NodeExecution
 from services.db.redaction import Redactor
 from services.db.runtime_settings import NODE_CUTOVER_OVERRIDE
@@ -27,9 +25,6 @@ from services.execution.agent_profile import primary_model
 from services.execution.approvals import parse_policy
 from services.execution.envelope import SuccessEnvelope
 from services.execution.errors import ExecutionError
-from services.execution.tool_domains.context import ToolDomainContext
-from services.execution.tool_domains.dispatch import Dispatcher
-from services.execution.tool_domains.registry import default_registry
 from services.flowcharts.graph import (
     AgentConfig,
     CommandConfig,
@@ -46,9 +41,11 @@ from services.flowcharts.workspace import (
 from services.repos.workspaces import workspace_root
 from services.runs.request import ExecutionRequest
 from services.runs.retries import waits_for_retry
-from services.runs.review_start import review_request
-from services.runs.service import ExecutionService
 from services.settings import StudioSettings
+
+# What runs a node (the execution service and its engine, the review's start, the command
+# domain and its sandbox) is imported by the method that runs it: the API records and advances
+# flowchart runs through this module without loading any of it.
 
 
 @dataclass(frozen=True)
@@ -129,6 +126,8 @@ class NodeRunner:
 
     def review_request(self, job: NodeJob) -> ExecutionRequest:
         """The request of a review node (:func:`services.runs.review_start.review_request`)."""
+        from services.runs.review_start import review_request
+
         config = ReviewConfig.model_validate(job.node.config)
         return review_request(self.db, self.settings, config.repo_url, config.pr,
                               head_sha=config.head_sha, provider=config.provider,
@@ -136,6 +135,8 @@ class NodeRunner:
                               github_repo=config.github_repo)
 
     def create_agent_execution(self, job: NodeJob, request: ExecutionRequest) -> str:
+        from services.runs.service import ExecutionService
+
         return ExecutionService(self.db, self.settings).create(
             request, flowchart_run_id=job.run_id, node_id=job.node_row_id)
 
@@ -144,6 +145,8 @@ class NodeRunner:
         """The node's outcome; ``None`` while the kill switch holds its execution back, or while
         it waits for an approval (the node stays running and is dispatched again once the
         switch is released, or the approval decided: :mod:`services.runs.approvals`)."""
+        from services.runs.service import ExecutionService
+
         try:
             ran = ExecutionService(self.db, self.settings).execute(execution_id, request)
         except ExecutionError as exc:  # recorded on the execution by the service already
@@ -182,6 +185,12 @@ class NodeRunner:
         )
 
     def run_command(self, job: NodeJob, execution_id: str, args: dict[str, Any]) -> NodeOutcome:
+        from services.composition import command_sandbox
+        from services.db.idempotency import DbIdempotencyStore
+        from services.execution.tool_domains.context import ToolDomainContext
+        from services.execution.tool_domains.dispatch import Dispatcher
+        from services.execution.tool_domains.registry import default_registry
+
         config = CommandConfig.model_validate(job.node.config)
         workspace = self.workspace(job)
         self.executions.mark_running(execution_id)

@@ -43,10 +43,11 @@ from services.execution.tool_domains.git.runner import GitAuthor
 from services.runs.agent_setup import stored_mcp
 from services.runs.approvals import approval_gate
 from services.runs.legacy_agent import legacy_profile_refusal
-from services.runs.legacy_runtime import LEGACY_RUNTIME, run_legacy, runtime_choice
+from services.runs.legacy_runtime import run_legacy
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest
 from services.runs.results import cutover_refusal
+from services.runs.runtime_choice import LEGACY_RUNTIME, runtime_choice
 from services.settings import StudioSettings
 
 StoreFor = Callable[[DbEventSink | None], IdempotencyStore]

@@ -6,7 +6,7 @@ from typing import Any
 
 from services.execution.agent_profile import AgentProfile
 from services.execution.errors import ErrorCode, ExecutionError
-from services.runs.legacy_runtime import LEGACY_RUNTIME, runtime_choice
+from services.runs.runtime_choice import LEGACY_RUNTIME, runtime_choice
 
 
 def legacy_profile_refusal(snapshot: dict[str, Any],

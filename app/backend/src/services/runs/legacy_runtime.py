@@ -6,6 +6,8 @@ once, when the execution is recorded: on, the SDK tool loop (FrontierAgent, runt
 off, the provider's own agent CLI (runtime ``legacy``, :mod:`services.execution.legacy`). The
 choice and its reason (the setting, its value, the level it came from) are stored on the row
 (``runtime`` and ``settings_snapshot["runtime"]``) and shown by ``studio executions show``.
+The choice itself is :mod:`services.runs.runtime_choice` (which does not import the CLIs'
+adapters nor the engine: recording an execution needs only it).
 
 :func:`run_legacy` is the legacy counterpart of :func:`services.runs.loop.run_loop`: same
 inputs, same wiring (journal, tool-call store with its checkpoints, run control, budgets), the
@@ -17,9 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from services.db.redaction import Redactor
 from services.execution.errors import ConfigError
@@ -40,10 +40,7 @@ from services.execution.tool_domains.context import ToolDomainContext
 from services.runs.loop import LoopInputs, LoopWiring, RedactingSink, redact_files
 from services.settings import StudioSettings, process_environment
 
-SETTING = "agent_runtime_cutover_enabled"
 PROJECT_ROOT = Path(__file__).resolve().parents[5]  # app/backend/src/services/runs/...
-SDK_RUNTIME = "agent"
-LEGACY_RUNTIME = "legacy"
 
 
 def _claude(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
@@ -79,30 +76,6 @@ def _gemini(settings: StudioSettings, environ: Mapping[str, str]) -> CliAdapter:
 #: The agent CLI of each provider that has one in the legacy runtime.
 LEGACY_CLIS: Mapping[str, Callable[[StudioSettings, Mapping[str, str]], CliAdapter]] = {
     "claude": _claude, "codex": _codex, "gemini": _gemini}
-
-
-@dataclass(frozen=True)
-class RuntimeChoice:
-    """The runtime of an execution and why: ``SETTING`` had ``value`` at level ``source``."""
-
-    runtime: str
-    value: bool
-    source: str
-
-    def as_dict(self) -> dict[str, Any]:
-        return {"name": self.runtime, "setting": SETTING, "value": self.value,
-                "source": self.source}
-
-    @property
-    def reason(self) -> str:
-        return f"{SETTING}={'true' if self.value else 'false'} ({self.source})"
-
-
-def runtime_choice(snapshot: Mapping[str, Any]) -> RuntimeChoice:
-    """The runtime a settings snapshot selects."""
-    cutover = snapshot[SETTING]
-    value = bool(cutover["value"])
-    return RuntimeChoice(SDK_RUNTIME if value else LEGACY_RUNTIME, value, str(cutover["source"]))
 
 
 def cli_home(settings: StudioSettings, execution_id: str) -> Path:

@@ -39,7 +39,7 @@ from services.repos.pull_requests import GitHubPullRequests, KeyedPullRequestPor
 from services.repos.urls import ValidatedRepo, github_repo_from_url
 from services.repos.workspaces import slugify
 from services.runs.agent_setup import agent_snapshot
-from services.runs.legacy_runtime import runtime_choice
+from services.runs.runtime_choice import runtime_choice
 from services.runs.setup_request import check_network, check_setup_commands
 from services.settings import StudioSettings
 

@@ -20,7 +20,7 @@ from services.execution.errors import ErrorCode, ExecutionError
 from services.execution.messages import AgentResult, AgentStatus
 from services.execution.outcomes import Outcome, RunResult, UsageTotals
 from services.execution.providers.profiles import legacy_refusal
-from services.runs.legacy_runtime import runtime_choice
+from services.runs.runtime_choice import runtime_choice
 
 FINAL_STATUS = {
     Outcome.CANCELLED: ExecutionStatus.CANCELLED,

@@ -21,7 +21,6 @@ from services.execution.errors import ConfigError
 from services.repos.urls import github_repo_from_url
 from services.runs.request import ExecutionRequest, resolve_token
 from services.runs.review import REVIEW_ROLE, ReviewTarget
-from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 
 MAX_PR_NUMBER = 10_000_000
@@ -64,6 +63,10 @@ def start_review(db: Database, settings: StudioSettings, repo_url: str, pr_numbe
     """Record a queued review execution of ``repo_url``'s pull request ``pr_number`` (at
     ``head_sha`` when given, else its head when it runs); answers the execution id. The caller
     dispatches it (the worker queue, or ``studio execute ID``)."""
+    # the execution service imports the engine that runs executions: not with this module,
+    # which the API and the trigger rules import to record reviews
+    from services.runs.service import ExecutionService
+
     request = review_request(db, settings, repo_url, pr_number, head_sha=head_sha,
                              provider=provider, model=model, script=script,
                              github_repo=github_repo, allow_local=allow_local)

@@ -29,7 +29,6 @@ from services.db.triggers import TriggerStore
 from services.execution.errors import ConfigError, StudioError
 from services.runs.request import ExecutionRequest, create_execution
 from services.runs.review_start import review_request
-from services.runs.service import ExecutionService
 from services.settings import StudioSettings
 from services.triggers import feedback
 from services.triggers.events import FOLLOW_UP, ISSUE, REVIEW
@@ -116,6 +115,8 @@ def create_follow_up_run(db: Database, settings: StudioSettings, repository: str
 
 def create_review_run(db: Database, settings: StudioSettings, repository: str, number: int,
                       work: Work) -> str:
+    from services.runs.service import ExecutionService  # with the engine: only to record one
+
     row = _trigger(db, repository)
     request = review_request(db, settings, row.repo_url, number, provider=row.provider,
                              model=row.model, script=row.replay_script,
