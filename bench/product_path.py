@@ -21,11 +21,17 @@ every loop. Measured, in this order, each ``--reps`` times (median reported):
     python bench/product_path.py --steps 10 --providers codex --dbs sqlite --sandboxes none
     python bench/product_path.py --reps 3             # the documented run
     python bench/product_path.py --round-trips codex  # PostgreSQL round trips per step
+    python bench/product_path.py --calls codex:sqlite  # Python calls per step (load-free)
 
 ``--round-trips PROVIDER`` runs only that provider's ``studio run`` on PostgreSQL, through a proxy
 that reads the wire protocol (:mod:`bench.pg_wire`), and prints the round trips per step between
 its first and last model request by what they carried, then the durable floor's through the same
 proxy.
+
+``--calls PROVIDER:DB`` runs only that ``studio run`` (sandbox ``none``) through
+:mod:`bench.step_calls` and prints the Python calls (functions and built-ins) per step between its
+first and last model request: a count that does not move with the machine's load, for comparing
+two trees (the other one's sources first on ``PYTHONPATH``).
 
 Targets (issue 12): codex and gemini, sandbox ``none``, per step <= 2x the durable floor of the
 same database and below mini-swe-agent's; sandboxed minus unsandboxed <= 2 ms. Issue 35: <= 3x
@@ -357,9 +363,11 @@ def _rss_mib(pid: int) -> float:
 def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
                workspace: Path, profile: Path | None = None,
                via: Callable[[str], str] | None = None,
-               served_times: list[float] | None = None) -> Measure:
-    """One ``studio run``; ``via`` rewrites its database URL (the counting proxy), and
-    ``served_times`` receives the model requests' arrival times."""
+               served_times: list[float] | None = None,
+               calls: Path | None = None) -> Measure:
+    """One ``studio run``; ``via`` rewrites its database URL (the counting proxy),
+    ``served_times`` receives the model requests' arrival times, and ``calls`` (a file) runs it
+    through :mod:`bench.step_calls`, which writes its Python calls per step there."""
     tool = allowed_tool_name(TOOL) if provider == "claude" else TOOL
     label = f"studio run {provider}"
     (root / "home").mkdir(exist_ok=True)
@@ -370,9 +378,11 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
                            check=True, capture_output=True, timeout=300)
         started = time.perf_counter()
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
+        program = ([str(ROOT / "bench" / "step_calls.py"), str(calls)] if calls is not None
+                   else ["-m", "services.cli"])
         with _output_files() as (out_file, err_file):
             process = subprocess.Popen(
-                [sys.executable, *profiler, "-m", "services.cli", "run", TASK,
+                [sys.executable, *profiler, *program, "run", TASK,
                  "--workspace", str(workspace), "--provider", provider,
                  "--max-iterations", str(n + 10), "--json"],
                 env=env, stdout=out_file, stderr=err_file, text=True)
@@ -449,10 +459,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-trips", metavar="PROVIDER", default=None,
                         help="only count the PostgreSQL round trips per step of that provider's "
                              "studio run (through a counting proxy) and print what they carry")
+    parser.add_argument("--calls", metavar="PROVIDER:DB", default=None,
+                        help="only count the Python calls per step of that studio run "
+                             "(bench/step_calls.py; independent of the load)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.profile:
         return profile_run(args.steps, *args.profile.split(":"))
+    if args.calls:
+        return calls_run(args.steps, *args.calls.split(":"))
     if args.round_trips:
         return round_trips_run(args.steps, args.round_trips)
     logging.getLogger("services").setLevel(logging.ERROR)  # the floors' "unconfined" warnings
@@ -505,6 +520,20 @@ def profile_run(n: int, provider: str, db: str, sandbox: str) -> int:
         stats = pstats.Stats(str(out))
         stats.sort_stats("tottime").print_stats(25)
         stats.sort_stats("cumulative").print_stats(r"services|sqlalchemy|sqlite3|psycopg", 30)
+    return 0
+
+
+def calls_run(n: int, provider: str, db: str) -> int:
+    """One ``studio run`` (sandbox ``none``) counting its Python calls per step."""
+    logging.getLogger("services").setLevel(logging.ERROR)
+    with tempfile.TemporaryDirectory(prefix="bench-pp-calls-") as tmp:
+        root = Path(tmp)
+        (root / "workspace").mkdir()
+        counted = root / "calls.txt"
+        studio_run(n, provider, db, "none", root, root / "workspace", calls=counted)
+        per_step = counted.read_text().strip()
+    print(f"studio run {provider} {db} none, {n} steps: {per_step} Python calls per step "
+          f"(load average {os.getloadavg()[0]:.2f}; the count does not depend on it)")
     return 0
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import base64
+import random
 
 import pytest
 from pydantic import SecretStr
 
-from services.db.redaction import REDACTED, Redactor
+from services.db.redaction import _PATTERNS, REDACTED, Redactor
 from services.settings import StudioSettings
 
 
@@ -51,3 +52,31 @@ def test_from_settings_collects_every_secret(monkeypatch: pytest.MonkeyPatch) ->
     text = "tok-from-settings-1 key-from-settings dbpassword99 extra-secret-x provider-key-from-env"
     assert redactor.text(text) == " ".join([REDACTED] * 5)
     assert Redactor(["short"]).text("short") == "short"  # too short to be a secret
+
+
+def _every_pattern_in_turn(text: str) -> str:
+    """What ``Redactor().text`` answered before its one-search shortcut: each token-shape
+    pattern applied in order."""
+    for pattern in _PATTERNS:
+        text = pattern.sub(lambda m: m.group(1) + REDACTED, text)
+    return text
+
+
+def test_the_one_search_shortcut_redacts_exactly_as_every_pattern_in_turn() -> None:
+    """Strings made of fragments near and inside each token shape (prefixes, lengths at the
+    bounds, case, separators) come out as the patterns applied one after the other make them."""
+    fragments = [
+        "ghp_", "gho_", "ghx_", "a" * 15, "A" * 16, "github_pat_", "_", "sk-", "AIza", "Z" * 30,
+        "xoxb-", "xoxq-", "0" * 10, "Authorization", "AUTHORIZATION :", "authorization=", "bearer ",
+        "BEARER\t", "12345678", "://", "https://user:", "user", ":", "pa55", "@", "/", " ", "\n",
+        "'", '"', "é", "-", ".", "x",
+    ]
+    rng = random.Random(35)
+    redactor = Redactor()
+    changed = 0
+    for _ in range(20_000):
+        text = "".join(rng.choice(fragments) for _ in range(rng.randint(0, 8)))
+        expected = _every_pattern_in_turn(text)
+        assert redactor.text(text) == expected, text
+        changed += expected != text
+    assert changed > 1_000  # positive control: many of the strings did hold a token shape

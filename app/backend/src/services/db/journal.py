@@ -34,7 +34,10 @@ call read (:mod:`services.db.step_reads`), and hands it over: on PostgreSQL insi
 function call, so a tool step is two round trips, its two commits.
 
 Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop commits twice a
-step), their statements built once with bound parameters.
+step), their statements built once with bound parameters. A buffered journal keeps its
+connections for the loop: on PostgreSQL the one its function calls go over (and the reads before
+the calls with it), on SQLite one for its commits and one for those reads
+(:mod:`services.db.journal_sqlite`).
 
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
 redacted before it is stored, with the redactor the caller gives (the run's own: there is no
@@ -62,6 +65,7 @@ from services.db.journal_pg import (
     EventRow,
     PgCommitter,
 )
+from services.db.journal_sqlite import SqliteHold
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
@@ -139,19 +143,23 @@ class DbEventSink:
         self._writes: list[tuple[str, PendingWrite]] = []
         self._downstream: list[EventSink] = []
         self._pg = PgCommitter(db, hold=buffered) if db.dialect == "postgresql" else None
+        self._sqlite = SqliteHold(db) if buffered and self._pg is None else None
         self._reader: StateReader | None = None
 
     def read_with(self, reader: StateReader) -> None:
         """Read ``reader``'s state with each commit a model call follows (module docstring);
-        on PostgreSQL its own reads go over the journal's connection while it is held."""
+        its own reads go over the journal's kept connection (PostgreSQL, while it is held) or
+        its kept read connection (SQLite, buffered)."""
         self._reader = reader
-        if self._pg is not None:
+        if self._pg is not None or self._sqlite is not None:
             reader.read_through(self._held_read)
 
     def _held_read(self, what: str, query: Callable[[Connection], T]) -> T:
-        assert self._pg is not None
         with self._lock:
-            return self._pg.read(what, query)
+            if self._pg is not None:
+                return self._pg.read(what, query)
+            assert self._sqlite is not None
+            return self._sqlite.read(what, query)
 
     def forward_to(self, sinks: Sequence[EventSink]) -> None:
         """Hand every event, once committed, to ``sinks`` in order (durable before shown), with
@@ -220,7 +228,9 @@ class DbEventSink:
                     state = committed.state if committed.state is not None else state
             else:
                 known: dict[str, set[str]] = {}
-                with self._db.transaction() as connection:
+                transaction = (self._sqlite.transaction() if self._sqlite is not None
+                               else self._db.transaction())
+                with transaction as connection:
                     for execution_id, batch in by_execution.items():
                         last = self._insert(connection, execution_id, batch,
                                             known.setdefault(execution_id, set()))
@@ -248,6 +258,8 @@ class DbEventSink:
             finally:
                 if self._pg is not None:
                     self._pg.close()
+                if self._sqlite is not None:
+                    self._sqlite.close()
 
     def _commit_pg(self, execution_id: str, batch: list[tuple[AgentEvent, dict[str, Any]]],
                    writes: list[PendingWrite], read: dict[str, Any] | None) -> Committed:

@@ -169,7 +169,7 @@ def validate(key: str, value: Any, *, exact: bool = False) -> Any:
     setting) is one, never a bool or a string)."""
     spec = _spec(key)
     try:
-        return TypeAdapter(spec.type).validate_python(
+        return _adapter(spec.type).validate_python(
             value, strict=exact or spec.type is not float)
     except ValidationError as exc:
         raise InvalidSettingValue(
@@ -179,6 +179,18 @@ def validate(key: str, value: Any, *, exact: bool = False) -> Any:
 
 
 _TYPE_NAMES = {bool: "boolean", int: "integer", float: "number"}
+
+
+_ADAPTERS: dict[type[Any], TypeAdapter[Any]] = {}
+
+
+def _adapter(kind: type[Any]) -> TypeAdapter[Any]:
+    """The validator of a setting's type, built once (a loop validates its limit overrides
+    before every model call; building a ``TypeAdapter`` costs more than the validation)."""
+    found = _ADAPTERS.get(kind)
+    if found is None:
+        found = _ADAPTERS[kind] = TypeAdapter(kind)
+    return found
 
 
 def _bound(spec: SettingSpec, number: float) -> tuple[str, float] | None:

@@ -132,7 +132,7 @@ class StepReads:
                 "p_day": today, "p_month": month_of(today)}
 
     def read_through(self, read: Callable[[str, Callable[[Connection], Any]], Any]) -> None:
-        """Make the reads with ``read`` (the loop's journal's held connection, PostgreSQL)."""
+        """Make the reads with ``read`` (the loop's journal's kept connection)."""
         self._through = read
 
     def _read(self) -> StepState:

@@ -8,11 +8,20 @@ directory of its own, the tool registry (MCP servers included) and the sinks, an
 once. A buffered journal (:class:`~services.db.journal.DbEventSink`) hands each event to the
 other sinks once it is committed, and is flushed (its connection given back) when the loop ends,
 however it ends.
+
+In a process that keeps its start-up heap (the ``studio`` program freezes it:
+:func:`services.cli.main.main`), what the first loop's setup built (the engine, the provider's
+SDK client, the modules imported on the way, the database's tables and statements) is frozen too
+before the loop starts (:func:`keep_setup_heap`): a full collection during the loop then walks
+what the loop itself allocates, not the hundred thousand objects that live as long as the
+process (a full collection cost 60 ms, one in about 50 steps).
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import gc
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
@@ -228,6 +237,7 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
             fallback=plan.fallback if plan is not None else None,
             gate=wiring.gate, resume_pending=wiring.resume_pending,
         )
+        keep_setup_heap()
         try:
             run = anyio.run(_drive, engine, deps, inputs.prompt, inputs.history)
         except BaseException:
@@ -238,6 +248,21 @@ def _run_with(settings: StudioSettings, engine: ModelClient | SelfDrivingEngine,
         if isinstance(journal, DbEventSink):
             journal.close()
         return run
+
+
+def keep_setup_heap() -> None:
+    """Freeze the heap (:func:`gc.freeze`) before a loop starts, once per process, and only in a
+    process that already froze its start-up heap (the ``studio`` program; a test process, or
+    any process that did not ask for it, is left alone). Once: a later freeze would also keep
+    whatever garbage waits for a collection at that moment, for the life of the process (an
+    evaluation runs many loops in one process)."""
+    if gc.get_freeze_count() > 0:
+        _freeze_once()
+
+
+@functools.cache
+def _freeze_once() -> None:
+    gc.freeze()
 
 
 def _add_mcp(stack: contextlib.ExitStack, settings: StudioSettings, mcp: McpConfig,

@@ -1,0 +1,32 @@
+"""A loop freezes what its setup built (:func:`services.runs.loop.keep_setup_heap`): once, and
+only in a process that froze its start-up heap (the ``studio`` program does)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+FREEZE_COUNTS = """
+import gc
+from services.runs.loop import keep_setup_heap
+keep_setup_heap()
+alone = gc.get_freeze_count()  # nothing frozen before: the process is left as it is
+gc.freeze()  # what services.cli.main.main does for the studio program
+started = gc.get_freeze_count()
+setup = [[i] for i in range(5000)]  # what a run's setup builds
+keep_setup_heap()
+first = gc.get_freeze_count()
+later = [[i] for i in range(5000)]  # what the loop allocates, then a second loop
+keep_setup_heap()
+print(alone, started, first, gc.get_freeze_count())
+"""
+
+
+def test_the_setup_heap_is_frozen_once_where_the_start_up_heap_was() -> None:
+    done = subprocess.run([sys.executable, "-c", FREEZE_COUNTS], capture_output=True,
+                          text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    alone, started, first, second = map(int, done.stdout.split())
+    assert alone == 0  # a process that froze nothing (a test's) is not frozen by a loop
+    assert first >= started + 5000  # the setup's objects joined the frozen heap
+    assert second == first  # once per process: a later loop freezes nothing more
