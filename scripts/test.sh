@@ -5,6 +5,13 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh --with-browser
 bash scripts/services.sh
 export PATH="$PWD/.venv/bin:$PATH"
+# Bytecode: the suite starts over a thousand Python processes (studio api, worker, execute, the
+# CLIs, the fakes), and each compiled every project module it imported again when the
+# environment forbids writing bytecode (PYTHONDONTWRITEBYTECODE, set on these machines):
+# compile the project once, and let the suite's processes keep what they compile (pytest's
+# rewritten test modules too). __pycache__ is git-ignored.
+unset PYTHONDONTWRITEBYTECODE
+python -m compileall -q -j 0 app/backend/src tests bench >/dev/null
 echo "== ruff" && ruff check .
 echo "== import contracts" && lint-imports
 
