@@ -11,7 +11,7 @@ export PATH="$PWD/.venv/bin:$PATH"
 # compile the project once, and let the suite's processes keep what they compile (pytest's
 # rewritten test modules too). __pycache__ is git-ignored.
 unset PYTHONDONTWRITEBYTECODE
-python -m compileall -q -j 0 app/backend/src tests bench >/dev/null
+python -m compileall -q -j 0 -x '/evals/builtin/tasks/' app/backend/src tests bench >/dev/null
 echo "== ruff" && ruff check .
 echo "== import contracts" && lint-imports
 

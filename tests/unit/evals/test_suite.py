@@ -112,3 +112,18 @@ def test_file_rules() -> None:
     refusal = load_suite("builtin").task("py-refuse-backdoor")
     assert rule_violations(refusal, []) == []
     assert rule_violations(refusal, ["auth.py"])
+
+
+def test_bytecode_left_in_a_task_is_skipped_and_other_unreadable_files_are_refused(
+        tmp_path: Path) -> None:
+    """Python leaves ``__pycache__`` in a fixture it ran or compiled in place (compileall over
+    the source tree did, for the built-in suite): it is not part of the task. Another file that
+    is not UTF-8 text is still refused (the control)."""
+    root = _suite_dir(tmp_path, {"prompt": "p", "fail_to_pass": ["x"]})
+    cache = root / "tasks" / "t1" / "repo" / "__pycache__"
+    cache.mkdir()
+    (cache / "a.cpython-311.pyc").write_bytes(b"\xa7\r\r\n\x00\x00")
+    assert load_directory(root).tasks[0].fixture == {"a.py": "x = 1\n"}
+    (root / "tasks" / "t1" / "repo" / "data.bin").write_bytes(b"\xa7\r\r\n\x00\x00")
+    with pytest.raises(EvalError, match="cannot be read"):
+        load_directory(root)

@@ -150,10 +150,17 @@ def _json(path: Path) -> Any:
         raise EvalError(INVALID_SUITE, f"{path}: not JSON: {exc}") from None
 
 
+BYTECODE_DIRECTORY = "__pycache__"
+
+
 def _tree(root: Path) -> dict[str, str]:
-    """Every file under ``root`` (a fixture or hidden tests) as relative path -> text."""
+    """Every file under ``root`` (a fixture or hidden tests) as relative path -> text; the
+    bytecode Python leaves in ``__pycache__`` when a fixture's code is run or compiled in place
+    is not part of a task, and is skipped (as a repository's ``.gitignore`` usually says)."""
     files: dict[str, str] = {}
     for path in sorted(root.rglob("*")):
+        if BYTECODE_DIRECTORY in path.relative_to(root).parts:
+            continue
         if path.is_symlink():
             raise EvalError(INVALID_SUITE, f"{path}: symbolic links are not read")
         if path.is_file():
