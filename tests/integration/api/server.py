@@ -121,13 +121,17 @@ def running_api(root: Path, *, github: bool = False, database_url: str | None = 
             yield server
 
 
+API_COMMAND = (sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
+               "--log-level", "info")
+
+
 @contextmanager
-def api_process(env: dict[str, str], repo_url: str) -> Iterator[ApiServer]:
-    """``studio api --port 0`` in ``env`` (its database: ``STUDIO_DATABASE_URL``)."""
+def api_process(env: dict[str, str], repo_url: str,
+                command: tuple[str, ...] = API_COMMAND) -> Iterator[ApiServer]:
+    """``studio api --port 0`` in ``env`` (its database: ``STUDIO_DATABASE_URL``); ``command``
+    starts it another way (a wrapper around the CLI that serves the same)."""
     process = subprocess.Popen(
-        [sys.executable, "-m", "services.cli", "api", "--host", "127.0.0.1", "--port", "0",
-         "--log-level", "info"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        list(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log: list[str] = []
     found, port = threading.Event(), []
     threading.Thread(target=_drain, args=(process, log, found, port), daemon=True).start()

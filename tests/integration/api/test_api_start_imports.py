@@ -14,18 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import signal
-import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 from tests.integration.api.helpers import create, wait_final
-from tests.integration.api.server import REPO, ApiServer, studio_env
+from tests.integration.api.server import REPO, ApiServer, api_process, studio_env
 from tests.support.git_http_server import git_http_server, seed_bare_repo
 
 WRAPPER = """
@@ -42,7 +39,6 @@ from services.cli.main import main
 main()
 """
 
-_LISTENING = re.compile(r"Uvicorn running on http://127\.0\.0\.1:(\d+)")
 
 # Modules (a package and everything under it) that run an execution, not serve the API.
 ENGINE = (
@@ -68,36 +64,10 @@ def api_with_module_dumps(root: Path) -> Iterator[tuple[ApiServer, Path]]:
         seed_bare_repo(host.root, REPO, {"README.md": "# widgets\n"})
         env = studio_env(root, host.base_url)
         out = root / "modules.json"
-        process = subprocess.Popen(
-            [sys.executable, "-c", WRAPPER, str(out), "api", "--host", "127.0.0.1",
-             "--port", "0"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            text=True)
-        log: list[str] = []
-        port: list[int] = []
-        found = threading.Event()
-
-        def drain() -> None:
-            assert process.stderr is not None
-            for line in process.stderr:
-                log.append(line)
-                if (match := _LISTENING.search(line)) and not found.is_set():
-                    port.append(int(match.group(1)))
-                    found.set()
-            found.set()
-
-        threading.Thread(target=drain, daemon=True).start()
-        try:
-            found.wait(60)
-            assert port, "studio api did not start:\n" + "".join(log)
-            yield ApiServer(url=f"http://127.0.0.1:{port[0]}", db_url=env["STUDIO_DATABASE_URL"],
-                            repo_url=host.url(REPO), env=env, process=process, log=log), out
-        finally:
-            process.terminate()
-            try:
-                process.wait(15)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
+        command = (sys.executable, "-c", WRAPPER, str(out), "api", "--host", "127.0.0.1",
+                   "--port", "0")
+        with api_process(env, host.url(REPO), command) as server:
+            yield server, out
 
 
 def loaded(api: ApiServer, out: Path) -> set[str]:
