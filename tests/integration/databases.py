@@ -49,11 +49,20 @@ def admin_conninfo() -> str | None:
     return None
 
 
-def create_pg_database(admin: str) -> str:
-    """Create an empty database; answers its SQLAlchemy URL."""
-    name = f"studio_test_{uuid.uuid4().hex[:12]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+def create_pg_database(admin: str, *, name: str | None = None, template: str | None = None
+                       ) -> str:
+    """Create a database (empty, or a copy of ``template``); answers its SQLAlchemy URL."""
+    name = name or f"studio_test_{uuid.uuid4().hex[:12]}"
+    copy = f' TEMPLATE "{template}"' if template else ""
+    for attempt in range(20):  # a template is never opened; a stray session would only delay
+        try:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{name}"{copy}')
+            break
+        except psycopg.errors.ObjectInUse:
+            if not template or attempt == 19:
+                raise
+            time.sleep(0.1)
     return _url(admin, name)
 
 
@@ -67,17 +76,7 @@ def create_migrated_pg_database(admin: str) -> str:
     """A new PostgreSQL database at head (a copy of this process's template); answers its
     SQLAlchemy URL."""
     template = _pg_templates.get(admin) or _create_pg_template(admin)
-    name = f"studio_test_{uuid.uuid4().hex[:12]}"
-    for attempt in range(20):  # the template is never opened; a stray session would only delay
-        try:
-            with psycopg.connect(admin, autocommit=True) as conn:
-                conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-            break
-        except psycopg.errors.ObjectInUse:
-            if attempt == 19:
-                raise
-            time.sleep(0.1)
-    return _url(admin, name)
+    return create_pg_database(admin, template=template)
 
 
 TEMPLATE_PREFIX = "studio_test_template_"
@@ -89,9 +88,7 @@ def _create_pg_template(admin: str) -> str:
     session, not even autovacuum's, keeps ``CREATE DATABASE ... TEMPLATE`` waiting)."""
     _drop_orphan_pg_templates(admin)
     name = f"{TEMPLATE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(admin, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
-    engine = create_db_engine(_url(admin, name))
+    engine = create_db_engine(create_pg_database(admin, name=name))
     migrate.upgrade(engine)
     engine.dispose()
     with psycopg.connect(admin, autocommit=True) as conn:
