@@ -167,6 +167,21 @@ def test_exit_codes_signals_and_timeouts(ctx: ToolDomainContext) -> None:
     assert _run(ctx, command="echo after")["stdout"] == "after\n"
 
 
+def test_a_program_that_cannot_run_answers_as_a_shell(session_ctx: ToolDomainContext) -> None:
+    """The supervisor starts commands itself (no ``subprocess``, issue 39): a program it
+    cannot execute still ends with 127 (not found) or 126 (not executable) and says why on its
+    stderr; the sandbox carries on."""
+    missing = _run(session_ctx, argv=["no-such-program-anywhere"])
+    assert (missing["exit_code"], missing["stderr"]) == (
+        127, "cannot execute: No such file or directory\n"), missing
+    _run(session_ctx, command="printf 'echo hi' > plain.sh")
+    plain = _run(session_ctx, argv=["./plain.sh"])
+    assert (plain["exit_code"], plain["stderr"]) == (
+        126, "cannot execute: Permission denied\n"), plain
+    assert _run(session_ctx, command="echo $0")["stdout"] == "/bin/sh\n"
+    assert _session(session_ctx).starts == 1
+
+
 # -- one sandbox for the execution -------------------------------------------------------------
 def test_commands_share_one_sandbox(session_ctx: ToolDomainContext) -> None:
     session = _session(session_ctx)
