@@ -178,7 +178,15 @@ def test_a_program_that_cannot_run_answers_as_a_shell(session_ctx: ToolDomainCon
     plain = _run(session_ctx, argv=["./plain.sh"])
     assert (plain["exit_code"], plain["stderr"]) == (
         126, "cannot execute: Permission denied\n"), plain
-    assert _run(session_ctx, command="echo $0")["stdout"] == "/bin/sh\n"
+    # looked up in the command's own PATH, as Popen did: past a directory whose program cannot
+    # be executed to one that can; with none, the first error other than "not found"
+    _run(session_ctx, command="mkdir a b && printf '#!/bin/sh\\necho from-b\\n' > b/prog "
+                              "&& chmod +x b/prog && cp b/prog a/prog && chmod -x a/prog")
+    found = _run(session_ctx, argv=["prog"], env={"PATH": "missing:a:b"})
+    assert (found["exit_code"], found["stdout"]) == (0, "from-b\n"), found
+    refused = _run(session_ctx, argv=["prog"], env={"PATH": "missing:a"})
+    assert (refused["exit_code"], refused["stderr"]) == (
+        126, "cannot execute: Permission denied\n"), refused
     assert _session(session_ctx).starts == 1
 
 
