@@ -1,8 +1,12 @@
 """The worker's fork server: ``python -m services.cli.fork_server CONTROL_FD TITLE_ROOM``.
 
 Started by ``studio worker`` (:class:`services.executors.forked.ForkServer`), never by hand. It
-imports what every ``studio execute`` needs, says ``ready`` on its control socket, and then forks
-one child per request (:mod:`services.executors.forked` describes the exchange). What it holds
+imports what every ``studio execute`` needs whatever its provider, says ``ready`` on its control
+socket, and then forks one child per request (:mod:`services.executors.forked` describes the
+exchange). A request may name the execution's provider: the first one that names a provider
+imports its adapter and SDK here, before the fork (:func:`warm_provider`), so that this child and
+every later one of that provider find it loaded, and a worker whose executions use one provider
+never imports the others' SDKs (about two thirds of a full warm-up's CPU). What it holds
 is shared by every child, so it holds nothing of any one execution: no database connection, no
 thread, no event loop, no settings (they carry secrets: each child reads its own), no secret
 (its environment has none; an execution's environment goes from the slot to the child, never
@@ -28,8 +32,10 @@ import threading
 import traceback
 from pathlib import Path
 
-# Everything ``studio execute`` imports on its way (the CLI, the durable path, the providers'
-# SDKs, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
+# Everything ``studio execute`` imports on its way whatever its provider (the CLI, the durable
+# path, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
+# A provider's adapter and SDK (``ADAPTER_MODULES`` of its profile) come with the first request
+# that names the provider (:func:`warm_provider`).
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
     "services.cli.execute",  # the command itself, and what running it loads
@@ -43,9 +49,7 @@ WARM_MODULES: tuple[str, ...] = (
     "services.db.session",
     "services.runs.service",
     "services.telemetry.tracing",
-    "services.execution.providers.codex",
-    "services.execution.providers.claude",
-    "services.execution.providers.gemini",
+    "services.execution.providers.profiles",
     "services.execution.providers.replay",
     "services.execution.mcp.bridge",
     # what the SDKs' HTTP clients load when the first one is made
@@ -76,6 +80,34 @@ def warm_up() -> None:
     session.preload_mappers()
 
 
+class Refused(Exception):
+    """This server forks no more: an import made after ``ready`` started a thread."""
+
+
+def warm_provider(provider: object) -> None:
+    """Import ``provider``'s adapter (and with it its SDK) unless it is loaded, and freeze what
+    that allocated out of the garbage collector as :func:`main` does for the warm-up. Only a name
+    of the profiles' table is imported: anything else a request carries is ignored. An import
+    that fails is left to the child, which fails again with its error where its builder imports
+    the adapter. An import that started a thread makes this server refuse every request from then
+    on (:class:`Refused`: the slots exec their children)."""
+    from services.execution.providers.profiles import ADAPTER_MODULES
+
+    module = ADAPTER_MODULES.get(provider) if isinstance(provider, str) else None
+    if module is None or module in sys.modules:
+        return
+    try:
+        importlib.import_module(module)
+    except Exception:  # noqa: BLE001 - the child imports it again and reports the error
+        traceback.print_exc()
+    if threading.active_count() != 1:
+        print(f"fork server: importing {module} started a thread; refusing to serve",
+              file=sys.stderr)
+        raise Refused(module)
+    gc.collect()
+    gc.freeze()
+
+
 def serve(control: socket.socket) -> None:
     """Answer fork requests until the control socket closes."""
     read_end, write_end = os.pipe()
@@ -88,6 +120,7 @@ def serve(control: socket.socket) -> None:
     selector.register(control, selectors.EVENT_READ, "control")
     selector.register(read_end, selectors.EVENT_READ, "child")
     server_pid = os.getpid()
+    refused = False
     while True:
         for key, _ in selector.select():
             if key.data == "child":
@@ -99,9 +132,12 @@ def serve(control: socket.socket) -> None:
                 message, fds, flags = b"", [], 0
             if not message:  # the worker closed it (or died): stop, children die with us
                 return
-            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):  # more than a request holds
-                fds, message = [*fds, -1], b""
-            _fork_one(message, fds, channels, server_pid)
+            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) or refused:
+                fds, message = [*fds, -1], b""  # more than a request holds, or we fork no more
+            try:
+                _fork_one(message, fds, channels, server_pid)
+            except Refused:
+                refused = True
         _reap(channels)
 
 
@@ -114,10 +150,16 @@ def _fork_one(message: bytes, fds: list[int], channels: dict[int, socket.socket]
         return
     channel = socket.socket(fileno=fds[0])
     try:
-        execution_id = str(json.loads(message)["execution_id"])
+        request = json.loads(message)
+        execution_id = str(request["execution_id"])
     except (ValueError, KeyError, TypeError):
         channel.close()
         return
+    try:
+        warm_provider(request.get("provider"))
+    except Refused:
+        channel.close()
+        raise
     pid = os.fork()
     if pid == 0:
         try:

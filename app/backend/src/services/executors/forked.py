@@ -4,12 +4,16 @@ A worker starts one :class:`ForkServer` (``python -m services.cli.fork_server``)
 interpreter that imports what every execution needs (the engine, the SDKs, the database layer)
 and then only forks. It never opens a database, starts a thread or sees a secret: its own
 environment is the non-secret part of the executor environment (locale, ``PATH``, ``HOME``,
-``TMPDIR``, the telemetry variables), and a request to it names an execution id and nothing else.
+``TMPDIR``, the telemetry variables), and a request to it names an execution id and its provider
+and nothing else.
 
 One execution (:meth:`ForkedSubstrate.launch`):
 
-1. the slot makes a socket pair and sends one end to the server with the execution id (over the
-   server's control socket, a private ``SOCK_SEQPACKET`` pair: no path anyone else can connect);
+1. the slot makes a socket pair and sends one end to the server with the execution id and, when
+   it knows it, the execution's provider (over the server's control socket, a private
+   ``SOCK_SEQPACKET`` pair: no path anyone else can connect); the first request naming a provider
+   has the server import that provider's adapter and SDK before it forks (for this child and
+   every later one: a server imports only the SDKs its executions use);
 2. the server forks; the child closes every descriptor but that socket, leads its own process
    group, asks for ``SIGKILL`` when the server dies (which itself dies with the worker), and the
    server answers the child's pid on the socket;
@@ -184,12 +188,17 @@ class ForkServer:
     def alive(self) -> bool:
         return not self._failed and self._process.poll() is None
 
-    def fork(self, execution_id: str, environment: Mapping[str, str]) -> tuple[int, socket.socket]:
+    def fork(self, execution_id: str, environment: Mapping[str, str],
+             provider: str | None = None) -> tuple[int, socket.socket]:
         """Fork ``studio execute <execution_id>`` with ``environment``; its pid and the socket
-        its exit status comes on."""
+        its exit status comes on. ``provider`` (the execution's, when known) has the server load
+        that provider's SDK first, unless it already has."""
         slot, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            request = json.dumps({"execution_id": execution_id}).encode()
+            fields = {"execution_id": execution_id}
+            if provider is not None:
+                fields["provider"] = provider
+            request = json.dumps(fields).encode()
             with self._lock:
                 self._await_ready()
                 socket.send_fds(self._control, [request], [child.fileno()])
@@ -225,12 +234,14 @@ class _Child:
 
 
 class ForkedSubstrate:
-    """Runs each execution as a child of the worker's :class:`ForkServer` (Linux)."""
+    """Runs each execution as a child of the worker's :class:`ForkServer` (Linux); ``provider``
+    (the execution's, when the caller knows it) is passed on with each fork request."""
 
     def __init__(self, server: ForkServer, env: Mapping[str, str], *,
-                 cancel_grace_s: float = 5.0) -> None:
+                 provider: str | None = None, cancel_grace_s: float = 5.0) -> None:
         self._server = server
         self._env = dict(env)
+        self._provider = provider
         self._grace = cancel_grace_s
         self._lock = threading.Lock()
         self._children: dict[str, _Child] = {}
@@ -244,7 +255,7 @@ class ForkedSubstrate:
             known = self._children.get(execution_id)
             if known is not None and self._poll(known, 0.0) is SubstrateStatus.RUNNING:
                 return _handle(execution_id, known.pid)
-            pid, channel = self._server.fork(execution_id, self._env)
+            pid, channel = self._server.fork(execution_id, self._env, self._provider)
             self._children[execution_id] = _Child(pid, channel)
         log.info("fork server: execution %s runs as pid %d", execution_id, pid)
         return _handle(execution_id, pid)

@@ -42,13 +42,15 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
     shared = worker_database()
     db = shared or open_database(settings)
     try:
-        decision = admit(ExecutionRepository(db).get(execution_id))
+        row = ExecutionRepository(db).get(execution_id)
+        decision = admit(row)
         if decision is Admission.RUN and hold_if_over(db, execution_id):
             decision = Admission.TEAM_CONCURRENCY
         if decision is not Admission.RUN:
             log.info("worker: execution %s not started (%s)", execution_id, decision.value)
             return decision
-        status = (launch or partial(run_child, db=db))(execution_id)
+        provider = row.provider if row is not None else None  # its SDK, warm in the fork server
+        status = (launch or partial(run_child, db=db, provider=provider))(execution_id)
         if dispatch is not None:
             wake_waiting(db, dispatch)
     finally:
