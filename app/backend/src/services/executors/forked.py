@@ -1,11 +1,11 @@
 """The fork-server substrate: ``studio execute`` forked from a warm process, not exec'ed.
 
 A worker starts one :class:`ForkServer` (``python -m services.cli.fork_server``): a fresh
-interpreter that imports what every execution needs (the engine, the SDKs, the database layer)
-and then only forks. It never opens a database, starts a thread or sees a secret: its own
-environment is the non-secret part of the executor environment (locale, ``PATH``, ``HOME``,
-``TMPDIR``, the telemetry variables), and a request to it names an execution id and its provider
-and nothing else.
+interpreter that imports what every execution needs (the engine, the database layer; a
+provider's SDK with the first execution of that provider) and then only forks. It never opens a
+database, starts a thread or sees a secret: its own environment is the non-secret part of the
+executor environment (locale, ``PATH``, ``HOME``, ``TMPDIR``, the telemetry variables), and a
+request to it names an execution id and its provider and nothing else.
 
 One execution (:meth:`ForkedSubstrate.launch`):
 
