@@ -12,9 +12,10 @@ order (each of an execution id no database knows: it ends at once; each request 
 provider, as a worker's slot does) and reads the server's CPU again after each. So:
 
 - ``ready``: the warm-up, what every ``studio worker`` pays at its start;
-- ``+codex`` (then ``+gemini``, ``+claude``): the server's CPU after its first execution of that
-  provider; the SDK a provider's first request loads (nothing on a server that preloaded every
-  SDK before ``ready``). The last row is what a worker that served every provider has paid.
+- ``+codex`` (then ``+mcp``, ``+gemini``, ``+claude``): the server's CPU after its first
+  execution of that provider (``mcp``: the first request saying its execution may start MCP
+  servers); what such a request loads (nothing on a server that preloaded everything before
+  ``ready``). The last row is what a worker that served every provider and MCP has paid.
 
 ``--baseline SRC`` (the ``app/backend/src`` of another checkout, e.g. ``git archive`` of main
 unpacked under /tmp) runs each repetition again with ``SRC`` first on ``PYTHONPATH`` (same
@@ -57,9 +58,10 @@ with tempfile.TemporaryDirectory(prefix="fork-warmup-") as tmp:
     env = {"PATH": os.environ["PATH"], "HOME": tmp,
            "STUDIO_DATABASE_URL": f"sqlite:///{tmp}/studio.db", "STUDIO_DATA_DIR": f"{tmp}/data"}
     for provider in providers:
+        hint = {"mcp": True} if provider == "mcp" else {"provider": provider}
         try:
-            substrate = ForkedSubstrate(server, env, provider=provider)
-        except TypeError:  # a tree whose requests name no provider
+            substrate = ForkedSubstrate(server, env, **hint)
+        except TypeError:  # a tree whose requests name no provider and no MCP
             substrate = ForkedSubstrate(server, env)
         handle = substrate.launch(sys.argv[2])
         assert substrate.wait(handle, 300) is SubstrateStatus.FAILED
@@ -85,8 +87,9 @@ def one_run(src: Path | None, providers: list[str]) -> list[tuple[str, float]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--reps", type=int, default=5)
-    parser.add_argument("--providers", default="codex,gemini,claude",
-                        help="the providers forked after ready, in order (comma separated)")
+    parser.add_argument("--providers", default="codex,mcp,gemini,claude",
+                        help="the providers forked after ready, in order (comma separated; "
+                             "mcp: an execution that may start MCP servers)")
     parser.add_argument("--baseline", type=Path, help="another checkout's app/backend/src")
     args = parser.parse_args()
     providers = [name for name in args.providers.split(",") if name]

@@ -43,12 +43,12 @@ def server() -> Iterator[ForkServer]:
 
 
 def a_valid_fork_fails_cleanly(server: ForkServer, tmp_path: Path,
-                               provider: str | None = None) -> None:
+                               provider: str | None = None, mcp: bool = False) -> None:
     """A real ``studio execute`` of an id no database knows: it ends (exit 2), reported."""
     substrate = ForkedSubstrate(server, {
         "PATH": os.environ["PATH"], "HOME": str(tmp_path),
         "STUDIO_DATABASE_URL": f"sqlite:///{tmp_path / 'studio.db'}",
-        "STUDIO_DATA_DIR": str(tmp_path / "data")}, provider=provider)
+        "STUDIO_DATA_DIR": str(tmp_path / "data")}, provider=provider, mcp=mcp)
     handle = substrate.launch(UNKNOWN_ID)
     assert substrate.wait(handle, PATIENCE_S) is SubstrateStatus.FAILED
     assert server.alive()
@@ -146,10 +146,12 @@ def test_a_server_not_ready_in_time_is_given_up() -> None:
         late.stop()
 
 
-# Bytes that sit in a process's memory once it imported that SDK (module names, paths), and in a
-# fork server's memory of before, which imported every SDK before it said ready.
+# Bytes that sit in a process's memory once it imported that SDK, or the MCP client (module
+# names, paths), and in a fork server's memory of before, which imported them all before it said
+# ready.
 SDK_NEEDLES = {"codex": b"openai._client", "gemini": b"google.genai",
-               "claude": b"claude_agent_sdk._internal"}
+               "claude": b"claude_agent_sdk._internal",
+               "mcp": b"services.execution.mcp.http_guard"}
 
 
 def sdks_in(pid: int) -> set[str]:
@@ -158,11 +160,12 @@ def sdks_in(pid: int) -> set[str]:
 
 
 def test_a_server_loads_only_the_sdks_its_executions_name(tmp_path: Path) -> None:
-    """Ready, the server holds no provider's SDK; after two codex executions it holds the
-    OpenAI SDK and no other; the first gemini execution loads Gemini's, the first claude one
-    Claude's (the positive controls of the scan: it finds an SDK that is there). Witness: a
-    server of before holds all three as soon as it is ready. A request's provider field that no
-    profile knows is ignored and its child forked all the same."""
+    """Ready, the server holds no provider's SDK and no MCP client; after two codex executions
+    it holds the OpenAI SDK and nothing else of them; the first execution that may use MCP loads
+    the MCP client, the first gemini one Gemini's SDK, the first claude one Claude's (the
+    positive controls of the scan: it finds what is there). Witness: a server of before holds
+    all four as soon as it is ready. A request's provider field that no profile knows is
+    ignored and its child forked all the same."""
     fresh = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
     try:
         assert sdks_in(fresh.pid) == set()
@@ -172,8 +175,10 @@ def test_a_server_loads_only_the_sdks_its_executions_name(tmp_path: Path) -> Non
         for odd in ("replay", "no-such-provider", "../../os"):
             a_valid_fork_fails_cleanly(fresh, tmp_path, provider=odd)
         assert sdks_in(fresh.pid) == {"codex"}
+        a_valid_fork_fails_cleanly(fresh, tmp_path, provider="replay", mcp=True)
+        assert sdks_in(fresh.pid) == {"codex", "mcp"}
         a_valid_fork_fails_cleanly(fresh, tmp_path, provider="gemini")
-        assert sdks_in(fresh.pid) == {"codex", "gemini"}
+        assert sdks_in(fresh.pid) == {"codex", "mcp", "gemini"}
         a_valid_fork_fails_cleanly(fresh, tmp_path, provider="claude")
         assert sdks_in(fresh.pid) == set(SDK_NEEDLES)
     finally:
@@ -192,14 +197,20 @@ def test_a_provider_field_that_is_not_a_name_is_ignored(server: ForkServer,
     a_valid_fork_fails_cleanly(server, tmp_path)
 
 
+@pytest.mark.parametrize("mcp_config", [False, True], ids=["no-mcp", "mcp-config"])
 def test_a_worker_task_names_its_executions_provider_to_the_server(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, mcp_config: bool) -> None:
     """The task (:func:`~services.worker.handlers.handle_execute_node`) reads the execution and
-    its slot's request names its provider: the server then holds that provider's SDK (a codex
-    execution whose repository is unreachable: it ends failed, which does not matter here)."""
+    its slot's request names its provider, and MCP when the deployment configures MCP servers
+    (``STUDIO_MCP_CONFIG``): the server then holds that provider's SDK, and the MCP client only
+    then (a codex execution whose repository is unreachable: it ends failed, which does not
+    matter here)."""
     values = {"DATABASE_URL": f"sqlite:///{tmp_path / 'studio.db'}",
               "DATA_DIR": str(tmp_path / "data"), "WORKSPACE_DIR": str(tmp_path / "ws"),
               "REPO_ALLOWED_HOSTS": "127.0.0.1", "SANDBOX": "none"}
+    if mcp_config:
+        (tmp_path / "mcp.json").write_text('{"servers": {}}')
+        values["MCP_CONFIG"] = str(tmp_path / "mcp.json")
     for name, value in values.items():
         monkeypatch.setenv(f"STUDIO_{name}", value)
     monkeypatch.setenv("HOME", str(tmp_path))
@@ -217,7 +228,7 @@ def test_a_worker_task_names_its_executions_provider_to_the_server(
         assert decision is Admission.RUN
         row = ExecutionRepository(db).get(execution_id)
         assert row is not None and row.finished_at is not None  # it ran, forked, and ended
-        assert sdks_in(fresh.pid) == {"codex"}
+        assert sdks_in(fresh.pid) == ({"codex", "mcp"} if mcp_config else {"codex"})
     finally:
         use_fork_server(None)
         fresh.stop()

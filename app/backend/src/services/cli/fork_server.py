@@ -3,10 +3,11 @@
 Started by ``studio worker`` (:class:`services.executors.forked.ForkServer`), never by hand. It
 imports what every ``studio execute`` needs whatever its provider, says ``ready`` on its control
 socket, and then forks one child per request (:mod:`services.executors.forked` describes the
-exchange). A request may name the execution's provider: the first one that names a provider
-imports its adapter and SDK here, before the fork (:func:`warm_provider`), so that this child and
-every later one of that provider find it loaded, and a worker whose executions use one provider
-never imports the others' SDKs (about two thirds of a full warm-up's CPU). What it holds
+exchange). A request may name the execution's provider, and say that it may start MCP servers:
+the first one that names a provider imports its adapter and SDK here, before the fork, and the
+first one with MCP the MCP client (:func:`warm_for`), so that this child and every later one
+find them loaded, and a worker whose executions use one provider and no MCP server never imports
+the others' SDKs or the MCP client (more than half of a full warm-up's CPU). What it holds
 is shared by every child, so it holds nothing of any one execution: no database connection, no
 thread, no event loop, no settings (they carry secrets: each child reads its own), no secret
 (its environment has none; an execution's environment goes from the slot to the child, never
@@ -35,7 +36,8 @@ from pathlib import Path
 # Everything ``studio execute`` imports on its way whatever its provider (the CLI, the durable
 # path, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
 # A provider's adapter and SDK (``ADAPTER_MODULES`` of its profile) come with the first request
-# that names the provider (:func:`warm_provider`).
+# that names the provider, the MCP client with the first that may start MCP servers
+# (:func:`warm_for`).
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
     "services.cli.execute",  # the command itself, and what running it loads
@@ -51,7 +53,6 @@ WARM_MODULES: tuple[str, ...] = (
     "services.telemetry.tracing",
     "services.execution.providers.profiles",
     "services.execution.providers.replay",
-    "services.execution.mcp.bridge",
     # what the SDKs' HTTP clients load when the first one is made
     "httpcore2",
     "httpcore2._backends.anyio",
@@ -60,6 +61,7 @@ WARM_MODULES: tuple[str, ...] = (
     "truststore",
     "concurrent.futures.thread",
 )
+MCP_MODULE = "services.execution.mcp.bridge"  # the MCP client (services.runs.loop imports it)
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
 ARG_START = 45  # arg_start, arg_end: fields 48 and 49 of /proc/<pid>/stat, 45 and 46 after ")"
@@ -84,26 +86,31 @@ class Refused(Exception):
     """This server forks no more: an import made after ``ready`` started a thread."""
 
 
-def warm_provider(provider: object) -> None:
-    """Import ``provider``'s adapter (and with it its SDK) unless it is loaded, and freeze what
-    that allocated out of the garbage collector as :func:`main` does for the warm-up. Only a name
-    of the profiles' table is imported: anything else a request carries is ignored. An import
-    that fails is left to the child, which fails again with its error where its builder imports
-    the adapter. An import that started a thread makes this server refuse every request from then
-    on (:class:`Refused`: the slots exec their children)."""
+def warm_for(request: dict[str, object]) -> None:
+    """Import what ``request`` says its execution needs and this server does not hold yet: the
+    adapter (and with it the SDK) of the provider it names, the MCP client when ``mcp`` is
+    true; then freeze what that allocated out of the garbage collector, as :func:`main` does
+    for the warm-up. Only a name of the profiles' table is imported: anything else a request
+    carries is ignored. An import that fails is left to the child, which fails again with its
+    error where it imports the module. An import that started a thread makes this server refuse
+    every request from then on (:class:`Refused`: the slots exec their children)."""
     from services.execution.providers.profiles import ADAPTER_MODULES
 
-    module = ADAPTER_MODULES.get(provider) if isinstance(provider, str) else None
-    if module is None or module in sys.modules:
+    provider = request.get("provider")
+    wanted = [ADAPTER_MODULES.get(provider) if isinstance(provider, str) else None,
+              MCP_MODULE if request.get("mcp") is True else None]
+    missing = [module for module in wanted if module is not None and module not in sys.modules]
+    if not missing:
         return
-    try:
-        importlib.import_module(module)
-    except Exception:  # noqa: BLE001 - the child imports it again and reports the error
-        traceback.print_exc()
+    for module in missing:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the child imports it again and reports the error
+            traceback.print_exc()
     if threading.active_count() != 1:
-        print(f"fork server: importing {module} started a thread; refusing to serve",
-              file=sys.stderr)
-        raise Refused(module)
+        print(f"fork server: importing {', '.join(missing)} started a thread; refusing to "
+              "serve", file=sys.stderr)
+        raise Refused(missing[0])
     gc.collect()
     gc.freeze()
 
@@ -156,7 +163,7 @@ def _fork_one(message: bytes, fds: list[int], channels: dict[int, socket.socket]
         channel.close()
         return
     try:
-        warm_provider(request.get("provider"))
+        warm_for(request)
     except Refused:
         channel.close()
         raise

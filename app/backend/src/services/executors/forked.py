@@ -2,18 +2,20 @@
 
 A worker starts one :class:`ForkServer` (``python -m services.cli.fork_server``): a fresh
 interpreter that imports what every execution needs (the engine, the database layer; a
-provider's SDK with the first execution of that provider) and then only forks. It never opens a
+provider's SDK with the first execution of that provider, the MCP client with the first that may
+start MCP servers) and then only forks. It never opens a
 database, starts a thread or sees a secret: its own environment is the non-secret part of the
 executor environment (locale, ``PATH``, ``HOME``, ``TMPDIR``, the telemetry variables), and a
-request to it names an execution id and its provider and nothing else.
+request to it names an execution id, its provider and whether it may use MCP, and nothing else.
 
 One execution (:meth:`ForkedSubstrate.launch`):
 
 1. the slot makes a socket pair and sends one end to the server with the execution id and, when
-   it knows it, the execution's provider (over the server's control socket, a private
-   ``SOCK_SEQPACKET`` pair: no path anyone else can connect); the first request naming a provider
-   has the server import that provider's adapter and SDK before it forks (for this child and
-   every later one: a server imports only the SDKs its executions use);
+   it knows them, the execution's provider and whether it may start MCP servers (over the
+   server's control socket, a private ``SOCK_SEQPACKET`` pair: no path anyone else can
+   connect); the first request naming a provider (or MCP) has the server import that provider's
+   adapter and SDK (or the MCP client) before it forks, for this child and every later one: a
+   server imports only what its executions use;
 2. the server forks; the child closes every descriptor but that socket, leads its own process
    group, asks for ``SIGKILL`` when the server dies (which itself dies with the worker), and the
    server answers the child's pid on the socket;
@@ -189,15 +191,18 @@ class ForkServer:
         return not self._failed and self._process.poll() is None
 
     def fork(self, execution_id: str, environment: Mapping[str, str],
-             provider: str | None = None) -> tuple[int, socket.socket]:
+             provider: str | None = None, mcp: bool = False) -> tuple[int, socket.socket]:
         """Fork ``studio execute <execution_id>`` with ``environment``; its pid and the socket
-        its exit status comes on. ``provider`` (the execution's, when known) has the server load
-        that provider's SDK first, unless it already has."""
+        its exit status comes on. ``provider`` (the execution's, when known) and ``mcp`` (it may
+        start MCP servers) have the server load that provider's SDK and the MCP client first,
+        unless it already has."""
         slot, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            fields = {"execution_id": execution_id}
+            fields: dict[str, object] = {"execution_id": execution_id}
             if provider is not None:
                 fields["provider"] = provider
+            if mcp:
+                fields["mcp"] = True
             request = json.dumps(fields).encode()
             with self._lock:
                 self._await_ready()
@@ -235,13 +240,16 @@ class _Child:
 
 class ForkedSubstrate:
     """Runs each execution as a child of the worker's :class:`ForkServer` (Linux); ``provider``
-    (the execution's, when the caller knows it) is passed on with each fork request."""
+    and ``mcp`` (the execution's provider, whether it may start MCP servers, when the caller
+    knows them) are passed on with each fork request."""
 
     def __init__(self, server: ForkServer, env: Mapping[str, str], *,
-                 provider: str | None = None, cancel_grace_s: float = 5.0) -> None:
+                 provider: str | None = None, mcp: bool = False,
+                 cancel_grace_s: float = 5.0) -> None:
         self._server = server
         self._env = dict(env)
         self._provider = provider
+        self._mcp = mcp
         self._grace = cancel_grace_s
         self._lock = threading.Lock()
         self._children: dict[str, _Child] = {}
@@ -255,7 +263,7 @@ class ForkedSubstrate:
             known = self._children.get(execution_id)
             if known is not None and self._poll(known, 0.0) is SubstrateStatus.RUNNING:
                 return _handle(execution_id, known.pid)
-            pid, channel = self._server.fork(execution_id, self._env, self._provider)
+            pid, channel = self._server.fork(execution_id, self._env, self._provider, self._mcp)
             self._children[execution_id] = _Child(pid, channel)
         log.info("fork server: execution %s runs as pid %d", execution_id, pid)
         return _handle(execution_id, pid)
