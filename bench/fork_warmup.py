@@ -4,6 +4,7 @@ Run from the repository root (a minute or two on 2 cores at the default ``--reps
 
     .venv/bin/python -m bench.fork_warmup
     .venv/bin/python -m bench.fork_warmup --baseline /tmp/base/app/backend/src
+    .venv/bin/python -m bench.fork_warmup --preload codex --providers codex,mcp,gemini,claude
 
 One repetition starts a real fork server (``ForkServer.start``, as ``studio worker`` does), waits
 until it is ready and reads its CPU time (user + system, ``/proc/<pid>/stat``: the server's own,
@@ -11,7 +12,9 @@ not its children's), then forks one ``studio execute`` per provider of ``--provi
 order (each of an execution id no database knows: it ends at once; each request names its
 provider, as a worker's slot does) and reads the server's CPU again after each. So:
 
-- ``ready``: the warm-up, what every ``studio worker`` pays at its start;
+- ``ready``: the warm-up, what every ``studio worker`` pays at its start (with ``--preload``:
+  the server is started with those provider names, as a worker whose environment configures
+  those providers' credentials starts it, so their SDKs are part of it);
 - ``+codex`` (then ``+mcp``, ``+gemini``, ``+claude``): the server's CPU after its first
   execution of that provider (``mcp``: the first request saying its execution may start MCP
   servers); what such a request loads (nothing on a server that preloaded everything before
@@ -20,7 +23,8 @@ provider, as a worker's slot does) and reads the server's CPU again after each. 
 ``--baseline SRC`` (the ``app/backend/src`` of another checkout, e.g. ``git archive`` of main
 unpacked under /tmp) runs each repetition again with ``SRC`` first on ``PYTHONPATH`` (same
 interpreter and packages, that tree's sources), named ``before``; a baseline whose request has no
-provider field ignores it. The variants alternate within each repetition (the order reversed every
+provider field ignores it, and one whose ``ForkServer.start`` takes no provider names starts
+without them. The variants alternate within each repetition (the order reversed every
 other one) so that both see the same load. A first, unreported repetition of each writes the
 bytecode of both trees (``PYTHONDONTWRITEBYTECODE`` is unset for the servers), so neither compiles
 its sources in a measured one. Medians reported, and the ratios of this tree to the baseline;
@@ -52,7 +56,11 @@ def cpu(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 providers = sys.argv[1].split(",") if sys.argv[1] else []
-server = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
+preload = sys.argv[3].split(",") if sys.argv[3] else []
+try:
+    server = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"}, providers=preload)
+except TypeError:  # a tree whose fork server is told no providers at its start
+    server = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"})
 rows = [("ready", cpu(server.pid))]
 with tempfile.TemporaryDirectory(prefix="fork-warmup-") as tmp:
     env = {"PATH": os.environ["PATH"], "HOME": tmp,
@@ -71,7 +79,8 @@ print(json.dumps(rows))
 """
 
 
-def one_run(src: Path | None, providers: list[str]) -> list[tuple[str, float]]:
+def one_run(src: Path | None, providers: list[str],
+            preload: list[str]) -> list[tuple[str, float]]:
     """One server of the tree ``src`` (None: this one). The server's environment is only the
     executor's non-secret names (no ``PYTHONPATH``), so the tree is chosen by the working
     directory it inherits: ``python -m`` puts it first on ``sys.path``."""
@@ -79,7 +88,8 @@ def one_run(src: Path | None, providers: list[str]) -> list[tuple[str, float]]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith("STUDIO_") and k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
-    found = subprocess.run([PYTHON, "-c", DRIVER, ",".join(providers), UNKNOWN_ID], env=env,
+    found = subprocess.run([PYTHON, "-c", DRIVER, ",".join(providers), UNKNOWN_ID,
+                            ",".join(preload)], env=env,
                            capture_output=True, text=True, check=True, cwd=tree)
     return [(name, float(seconds)) for name, seconds in json.loads(found.stdout.splitlines()[-1])]
 
@@ -90,20 +100,24 @@ def main() -> None:
     parser.add_argument("--providers", default="codex,mcp,gemini,claude",
                         help="the providers forked after ready, in order (comma separated; "
                              "mcp: an execution that may start MCP servers)")
+    parser.add_argument("--preload", default="",
+                        help="the providers the server is told at its start (comma separated: "
+                             "a worker whose environment has their credentials)")
     parser.add_argument("--baseline", type=Path, help="another checkout's app/backend/src")
     args = parser.parse_args()
     providers = [name for name in args.providers.split(",") if name]
+    preload = [name for name in args.preload.split(",") if name]
     variants: dict[str, Path | None] = {"this tree": None}
     if args.baseline is not None:
         variants["before"] = args.baseline
     for src in variants.values():  # bytecode written, not measured
-        one_run(src, providers)
+        one_run(src, providers, preload)
     samples: dict[str, dict[str, list[float]]] = {name: {} for name in variants}
     load_start = os.getloadavg()
     order = list(variants)
     for rep in range(args.reps):
         for name in (order if rep % 2 == 0 else order[::-1]):
-            for row, seconds in one_run(variants[name], providers):
+            for row, seconds in one_run(variants[name], providers, preload):
                 samples[name].setdefault(row, []).append(seconds)
     print("fork server CPU seconds (its own, user + system), medians of "
           f"{args.reps}; rows cumulative:")

@@ -24,10 +24,12 @@ from services.executors.base import SubstrateStatus
 from services.executors.forked import LENGTH, ForkedSubstrate, ForkServer
 from services.runs.request import ExecutionRequest, create_execution
 from services.settings import get_settings
+from services.worker import child
 from services.worker.admission import Admission
 from services.worker.child import use_fork_server
 from services.worker.handlers import handle_execute_node
 from services.worker.payloads import ExecuteNodePayload, parse
+from services.worker.runner import process_model
 from tests.integration.celery_fixtures import writable_memory
 
 UNKNOWN_ID = "3d6f0b9e-0000-4000-8000-00000000f0f0"
@@ -234,3 +236,62 @@ def test_a_worker_task_names_its_executions_provider_to_the_server(
         fresh.stop()
         db.dispose()
         get_settings.cache_clear()
+
+
+def test_a_server_started_with_provider_names_holds_their_sdks_when_ready(
+        tmp_path: Path) -> None:
+    """``ForkServer.start(providers=...)``: the named providers' SDKs are imported before the
+    server says ready (and their first execution loads nothing more); a name no profile knows,
+    replay (nothing to import) and a repeat are dropped."""
+    fresh = ForkServer.start({"PATH": os.environ["PATH"], "LANG": "C.UTF-8"},
+                             providers=["codex", "replay", "no-such", "../../os", "codex"])
+    try:
+        assert sdks_in(fresh.pid) == {"codex"}
+        assert b"\0codex\0" in Path(f"/proc/{fresh.pid}/cmdline").read_bytes()
+        a_valid_fork_fails_cleanly(fresh, tmp_path, provider="codex")
+        assert sdks_in(fresh.pid) == {"codex"}
+    finally:
+        fresh.stop()
+
+
+OPENAI_KEY = "sk-warmconfigured-0123456789abcdefABCDEF"
+# the credential variables of every API key mode, and the settings that pick a mode
+CREDENTIALS = ("OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY",
+               "ANTHROPIC_AUTH_TOKEN", "STUDIO_CODEX_AUTH", "STUDIO_GEMINI_AUTH",
+               "STUDIO_CLAUDE_AUTH")
+
+
+@pytest.mark.parametrize("key", [True, False], ids=["openai-key", "no-key"])
+def test_a_worker_fork_server_preloads_the_sdks_of_the_configured_providers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, key: bool) -> None:
+    """A worker (:func:`~services.worker.runner.process_model`, what ``studio worker`` runs)
+    whose environment holds ``OPENAI_API_KEY`` starts a fork server that holds the OpenAI SDK as
+    soon as it is ready, and no other (witness: the server of before imports no SDK before a
+    request names one). Control: with no key at all it holds none. Either way the key is
+    nowhere in the server: not in its environment, its command line or its memory."""
+    for name in CREDENTIALS:
+        monkeypatch.delenv(name, raising=False)
+    if key:
+        monkeypatch.setenv("OPENAI_API_KEY", OPENAI_KEY)
+    monkeypatch.setenv("GEMINI_API_KEY", "   ")  # blank: not a credential
+    monkeypatch.setenv("STUDIO_DATABASE_URL", f"sqlite:///{tmp_path / 'studio.db'}")
+    monkeypatch.setenv("STUDIO_DATA_DIR", str(tmp_path / "data"))
+    monkeypatch.setenv("HOME", str(tmp_path))
+    get_settings.cache_clear()
+    try:
+        with process_model(get_settings()) as pool:
+            assert pool == "threads"
+            fresh = child._fork_server
+            assert fresh is not None
+            deadline = time.monotonic() + 180.0
+            while not fresh.ready():
+                assert fresh.alive() and time.monotonic() < deadline
+                time.sleep(0.2)
+            held = sdks_in(fresh.pid)
+            secret = OPENAI_KEY.encode()
+            assert secret not in Path(f"/proc/{fresh.pid}/environ").read_bytes()
+            assert secret not in Path(f"/proc/{fresh.pid}/cmdline").read_bytes()
+            assert secret not in writable_memory(fresh.pid)
+    finally:
+        get_settings.cache_clear()
+    assert held == ({"codex"} if key else set())

@@ -1,17 +1,22 @@
-"""The worker's fork server: ``python -m services.cli.fork_server CONTROL_FD TITLE_ROOM``.
+"""The worker's fork server (``python -m services.cli.fork_server FD PROVIDERS TITLE_ROOM``).
 
 Started by ``studio worker`` (:class:`services.executors.forked.ForkServer`), never by hand. It
-imports what every ``studio execute`` needs whatever its provider, says ``ready`` on its control
-socket, and then forks one child per request (:mod:`services.executors.forked` describes the
-exchange). A request may name the execution's provider, and say that it may start MCP servers:
-the first one that names a provider imports its adapter and SDK here, before the fork, and the
-first one with MCP the MCP client (:func:`warm_for`), so that this child and every later one
-find them loaded, and a worker whose executions use one provider and no MCP server never imports
-the others' SDKs or the MCP client (more than half of a full warm-up's CPU). What it holds
-is shared by every child, so it holds nothing of any one execution: no database connection, no
-thread, no event loop, no settings (they carry secrets: each child reads its own), no secret
-(its environment has none; an execution's environment goes from the slot to the child, never
-through this process). It exits when the control socket closes (the worker stopped or died; it
+imports what every ``studio execute`` needs whatever its provider, and the adapter and SDK of
+each provider ``PROVIDERS`` names (comma separated: the providers whose credentials the worker's
+environment configures, :func:`~services.execution.providers.profiles.configured_providers`;
+names only, checked against the profiles' ``ADAPTER_MODULES``, anything else ignored), says
+``ready`` on its control socket, and then forks one child per request
+(:mod:`services.executors.forked` describes the exchange). A request may name the execution's
+provider, and say that it may start MCP servers: the first one that names a provider not
+imported yet imports its adapter and SDK here, before the fork, and the first one with MCP the
+MCP client (:func:`warm_for`), so that this child and every later one find them loaded. So a
+deployment's own providers cost nothing at their first execution, and a worker whose
+executions use no credentials (the test suite's replay runs) or no MCP server never imports the
+others' SDKs or the MCP client. What it holds is shared by every child, so it holds nothing of
+any one execution: no database connection, no thread, no event loop, no settings (they carry
+secrets: each child reads its own), no secret (its environment has none, and ``PROVIDERS`` is
+names; an execution's environment goes from the slot to the child, never through this
+process). It exits when the control socket closes (the worker stopped or died; it
 also has ``PR_SET_PDEATHSIG`` towards the worker) and its children die with it.
 """
 
@@ -35,9 +40,9 @@ from pathlib import Path
 
 # Everything ``studio execute`` imports on its way whatever its provider (the CLI, the durable
 # path, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
-# A provider's adapter and SDK (``ADAPTER_MODULES`` of its profile) come with the first request
-# that names the provider, the MCP client with the first that may start MCP servers
-# (:func:`warm_for`).
+# A provider's adapter and SDK (``ADAPTER_MODULES`` of its profile) come with the warm-up when the
+# worker names the provider at the start (:func:`adapters`), else with the first request that
+# names it; the MCP client with the first request that may start MCP servers (:func:`warm_for`).
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
     "services.cli.execute",  # the command itself, and what running it loads
@@ -82,6 +87,25 @@ def warm_up() -> None:
     session.preload_mappers()
 
 
+def adapters(names: str) -> list[str]:
+    """The adapter modules of the providers ``names`` lists (comma separated), each once, in the
+    order given; a name the profiles' ``ADAPTER_MODULES`` does not know is ignored."""
+    from services.execution.providers.profiles import ADAPTER_MODULES
+
+    modules = [ADAPTER_MODULES.get(name.strip()) for name in names.split(",")]
+    return list(dict.fromkeys(module for module in modules if module is not None))
+
+
+def load(modules: list[str]) -> None:
+    """Import ``modules``; one that fails is left to the child, which fails again with its error
+    where it imports it."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the child imports it again and reports the error
+            traceback.print_exc()
+
+
 class Refused(Exception):
     """This server forks no more: an import made after ``ready`` started a thread."""
 
@@ -102,11 +126,7 @@ def warm_for(request: dict[str, object]) -> None:
     missing = [module for module in wanted if module is not None and module not in sys.modules]
     if not missing:
         return
-    for module in missing:
-        try:
-            importlib.import_module(module)
-        except Exception:  # noqa: BLE001 - the child imports it again and reports the error
-            traceback.print_exc()
+    load(missing)
     if threading.active_count() != 1:
         print(f"fork server: importing {', '.join(missing)} started a thread; refusing to "
               "serve", file=sys.stderr)
@@ -295,6 +315,7 @@ def _run_execute(execution_id: str) -> int:
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     warm_up()
+    load(adapters(argv[1] if len(argv) > 2 else ""))  # the deployment's providers
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)

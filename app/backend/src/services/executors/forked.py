@@ -1,21 +1,25 @@
 """The fork-server substrate: ``studio execute`` forked from a warm process, not exec'ed.
 
 A worker starts one :class:`ForkServer` (``python -m services.cli.fork_server``): a fresh
-interpreter that imports what every execution needs (the engine, the database layer; a
-provider's SDK with the first execution of that provider, the MCP client with the first that may
-start MCP servers) and then only forks. It never opens a
-database, starts a thread or sees a secret: its own environment is the non-secret part of the
-executor environment (locale, ``PATH``, ``HOME``, ``TMPDIR``, the telemetry variables), and a
-request to it names an execution id, its provider and whether it may use MCP, and nothing else.
+interpreter that imports what every execution needs (the engine, the database layer, and the
+adapter and SDK of each provider the worker names at the start: those whose credentials its
+environment configures, :func:`~services.execution.providers.profiles.configured_providers`;
+another provider's SDK with the first execution of that provider, the MCP client with the first
+that may start MCP servers) and then only forks. It never opens a database, starts a thread or
+sees a secret: its own environment is the non-secret part of the executor environment (locale,
+``PATH``, ``HOME``, ``TMPDIR``, the telemetry variables), its command line names providers (only
+names the profiles know), and a request to it names an execution id, its provider and whether it
+may use MCP, and nothing else.
 
 One execution (:meth:`ForkedSubstrate.launch`):
 
 1. the slot makes a socket pair and sends one end to the server with the execution id and, when
    it knows them, the execution's provider and whether it may start MCP servers (over the
    server's control socket, a private ``SOCK_SEQPACKET`` pair: no path anyone else can
-   connect); the first request naming a provider (or MCP) has the server import that provider's
-   adapter and SDK (or the MCP client) before it forks, for this child and every later one: a
-   server imports only what its executions use;
+   connect); the first request naming a provider the server has not imported (or MCP) has it
+   import that provider's adapter and SDK (or the MCP client) before it forks, for this child
+   and every later one: a server imports its deployment's providers and what its executions
+   use, nothing else;
 2. the server forks; the child closes every descriptor but that socket, leads its own process
    group, asks for ``SIGKILL`` when the server dies (which itself dies with the worker), and the
    server answers the child's pid on the socket;
@@ -43,10 +47,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.execution.errors import SubstrateError
+from services.execution.providers.profiles import ADAPTER_MODULES
 from services.executors.base import Handle, SubstrateStatus
 from services.executors.local import (
     EXECUTOR_ENV_NAMES,
@@ -93,16 +98,19 @@ class ForkServer:
         return self._process.pid
 
     @classmethod
-    def start(cls, environment: Mapping[str, str], *, wait: bool = True,
-              timeout_s: float = START_TIMEOUT_S) -> ForkServer:
+    def start(cls, environment: Mapping[str, str], *, providers: Iterable[str] = (),
+              wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> ForkServer:
         """Start the server; with ``wait``, wait until it has imported everything (otherwise
         the worker starts consuming meanwhile, and its slots exec their children until
-        :meth:`ready`). Call it from a long-lived thread (the worker's main thread): the server
-        dies with that thread."""
+        :meth:`ready`). ``providers``: the providers whose adapters and SDKs it imports before
+        it is ready (the worker's configured ones); only names of the profiles' table pass, on
+        its command line. Call it from a long-lived thread (the worker's main thread): the
+        server dies with that thread."""
+        names = ",".join(dict.fromkeys(name for name in providers if name in ADAPTER_MODULES))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", SERVER_MODULE, str(theirs.fileno()), TITLE_ROOM],
+                [sys.executable, "-m", SERVER_MODULE, str(theirs.fileno()), names, TITLE_ROOM],
                 env=server_environment(environment), stdin=subprocess.DEVNULL, stdout=2,
                 pass_fds=(theirs.fileno(),), process_group=0,
                 preexec_fn=_die_with_parent(os.getpid()))
