@@ -127,6 +127,23 @@ def processes_running(*needles: str) -> list[int]:
     return found
 
 
+def writable_memory(pid: int) -> bytes:
+    """Every readable, writable mapping of ``pid`` (heap, stacks, anonymous memory)."""
+    chunks: list[bytes] = []
+    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+        for line in maps:
+            fields = line.split()
+            if not fields[1].startswith("rw") or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
+                continue
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            try:
+                mem.seek(start)
+                chunks.append(mem.read(end - start))
+            except OSError:
+                continue  # unmapped in the meantime, or not readable after all
+    return b"".join(chunks)
+
+
 @contextlib.contextmanager
 def claimed_broker() -> Iterator[Broker]:
     """A Redis database no one else uses (claimed with ``SET NX`` among 1..15), with a unique

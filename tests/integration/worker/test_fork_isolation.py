@@ -30,7 +30,7 @@ from services.executors.base import SubstrateStatus
 from services.executors.forked import ForkedSubstrate, ForkServer
 from services.executors.local import executor_environment
 from services.runs.request import ExecutionRequest, create_execution
-from tests.integration.celery_fixtures import processes_running
+from tests.integration.celery_fixtures import processes_running, writable_memory
 from tests.support.git_http_server import git_http_server, seed_bare_repo
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, text
@@ -60,23 +60,6 @@ class HeldModel:
                 self.seen.add(name)
         self.release.wait(PATIENCE_S)
         return text(FINAL)
-
-
-def writable_memory(pid: int) -> bytes:
-    """Every readable, writable mapping of ``pid`` (heap, stacks, anonymous memory)."""
-    chunks: list[bytes] = []
-    with open(f"/proc/{pid}/maps") as maps, open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
-        for line in maps:
-            fields = line.split()
-            if not fields[1].startswith("rw") or line.rstrip().endswith(("[vvar]", "[vsyscall]")):
-                continue
-            start, end = (int(part, 16) for part in fields[0].split("-"))
-            try:
-                mem.seek(start)
-                chunks.append(mem.read(end - start))
-            except OSError:
-                continue  # unmapped in the meantime, or not readable after all
-    return b"".join(chunks)
 
 
 @pytest.fixture
@@ -111,7 +94,9 @@ def test_two_executions_share_no_secret(server: ForkServer, postgres_url: str,
                 "STUDIO_GITHUB_GIT_ORIGINS": host.base_url, "STUDIO_SANDBOX": "none",
                 "OPENAI_BASE_URL": scripted.url + "/v1", "OPENAI_API_KEY": key,
             })
-            substrate = ForkedSubstrate(server, environment)
+            # the request names the provider, as a worker's slot does: the server loads the
+            # SDK itself for the first one (what it imports after ready holds no secret either)
+            substrate = ForkedSubstrate(server, environment, provider="codex")
             children[name] = (execution_id, substrate, substrate.launch(execution_id))
         try:
             deadline = time.monotonic() + PATIENCE_S

@@ -26,6 +26,7 @@ from services.execution.providers.profiles import (
     PROFILES,
     PROVIDERS,
     EngineSpec,
+    configured_providers,
     provider_profile,
 )
 from services.execution.providers.replay import ReplayClient
@@ -232,3 +233,55 @@ def test_prewarm_imports_the_adapter_in_a_background_thread() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr
+
+
+API_KEYS = {"codex": "api_key", "gemini": "api_key", "claude": "api_key"}
+
+
+@pytest.mark.parametrize(("modes", "environ", "expected"), [
+    # nothing configured: no provider (replay needs nothing and is never named)
+    ({}, {}, ()),
+    (API_KEYS, {}, ()),
+    # a credential of the API key mode, each alternative the mode lists
+    (API_KEYS, {"OPENAI_API_KEY": "sk-1"}, ("codex",)),
+    ({}, {"OPENAI_API_KEY": "sk-1"}, ("codex",)),  # no mode given: the API key
+    (API_KEYS, {"GOOGLE_API_KEY": "g"}, ("gemini",)),
+    (API_KEYS, {"GEMINI_API_KEY": "g"}, ("gemini",)),
+    (API_KEYS, {"ANTHROPIC_AUTH_TOKEN": "t"}, ("claude",)),
+    (API_KEYS, {"ANTHROPIC_API_KEY": "a", "OPENAI_API_KEY": "o", "GEMINI_API_KEY": "g"},
+     ("codex", "gemini", "claude")),
+    # empty, blank, or what check_mode refuses: not a credential
+    (API_KEYS, {"OPENAI_API_KEY": ""}, ()),
+    (API_KEYS, {"OPENAI_API_KEY": " \t\n "}, ()),
+    (API_KEYS, {"OPENAI_API_KEY": "sk-1\x00"}, ()),
+    (API_KEYS, {"ANTHROPIC_API_KEY": "a\nb"}, ()),
+    # a variable of the mode that is no credential, or of another mode, does not count
+    (API_KEYS, {"OPENAI_BASE_URL": "http://127.0.0.1:9/v1",
+                "AZURE_OPENAI_API_KEY": "az", "AWS_ACCESS_KEY_ID": "AKIA",
+                "GOOGLE_APPLICATION_CREDENTIALS": "/adc.json"}, ()),
+    # a cloud mode is the operator's choice: configured whatever the environment says
+    ({**API_KEYS, "codex": "azure"}, {}, ("codex",)),
+    ({**API_KEYS, "claude": "bedrock_web_identity", "gemini": "vertex"}, {},
+     ("gemini", "claude")),
+    # a mode no profile offers, a blank one, a provider of no profile
+    ({"codex": "no-such-mode", "gemini": "Vertex", "claude": "API_KEY"},
+     {"OPENAI_API_KEY": "sk-1", "ANTHROPIC_API_KEY": "a"}, ()),
+    ({**API_KEYS, "gemini": " vertex "}, {}, ("gemini",)),  # as cloud_auth.modes_in reads it
+    ({"codex": "  ", "replay": "api_key", "../../os": "api_key"},
+     {"OPENAI_API_KEY": "sk-1"}, ("codex",)),
+])
+def test_configured_providers(modes: dict[str, str], environ: dict[str, str],
+                              expected: tuple[str, ...]) -> None:
+    """The providers a worker's fork server imports before it is ready: those whose auth mode
+    is a cloud one, or whose API key mode finds a usable credential; names only."""
+    assert configured_providers(modes, environ) == expected
+
+
+def test_configured_providers_from_the_settings() -> None:
+    """The worker's call: the modes the settings pick (composition.auth_modes)."""
+    chosen = {"codex_auth": "azure", "gemini_auth": "api_key", "claude_auth": "api_key"}
+    settings = StudioSettings(**chosen)  # type: ignore[arg-type]
+    assert configured_providers(composition.auth_modes(settings), {}) == ("codex",)
+    settings = StudioSettings(**{**chosen, "codex_auth": "api_key"})  # type: ignore[arg-type]
+    assert configured_providers(composition.auth_modes(settings),
+                                {"ANTHROPIC_API_KEY": "a"}) == ("claude",)

@@ -1,12 +1,22 @@
-"""The worker's fork server: ``python -m services.cli.fork_server CONTROL_FD TITLE_ROOM``.
+"""The worker's fork server (``python -m services.cli.fork_server FD PROVIDERS TITLE_ROOM``).
 
 Started by ``studio worker`` (:class:`services.executors.forked.ForkServer`), never by hand. It
-imports what every ``studio execute`` needs, says ``ready`` on its control socket, and then forks
-one child per request (:mod:`services.executors.forked` describes the exchange). What it holds
-is shared by every child, so it holds nothing of any one execution: no database connection, no
-thread, no event loop, no settings (they carry secrets: each child reads its own), no secret
-(its environment has none; an execution's environment goes from the slot to the child, never
-through this process). It exits when the control socket closes (the worker stopped or died; it
+imports what every ``studio execute`` needs whatever its provider, and the adapter and SDK of
+each provider ``PROVIDERS`` names (comma separated: the providers whose credentials the worker's
+environment configures, :func:`~services.execution.providers.profiles.configured_providers`;
+names only, checked against the profiles' ``ADAPTER_MODULES``, anything else ignored), says
+``ready`` on its control socket, and then forks one child per request
+(:mod:`services.executors.forked` describes the exchange). A request may name the execution's
+provider, and say that it may start MCP servers: the first one that names a provider not
+imported yet imports its adapter and SDK here, before the fork, and the first one with MCP the
+MCP client (:func:`warm_for`), so that this child and every later one find them loaded. So a
+deployment's own providers cost nothing at their first execution, and a worker whose
+executions use no credentials (the test suite's replay runs) or no MCP server never imports the
+others' SDKs or the MCP client. What it holds is shared by every child, so it holds nothing of
+any one execution: no database connection, no thread, no event loop, no settings (they carry
+secrets: each child reads its own), no secret (its environment has none, and ``PROVIDERS`` is
+names; an execution's environment goes from the slot to the child, never through this
+process). It exits when the control socket closes (the worker stopped or died; it
 also has ``PR_SET_PDEATHSIG`` towards the worker) and its children die with it.
 """
 
@@ -28,8 +38,11 @@ import threading
 import traceback
 from pathlib import Path
 
-# Everything ``studio execute`` imports on its way (the CLI, the durable path, the providers'
-# SDKs, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
+# Everything ``studio execute`` imports on its way whatever its provider (the CLI, the durable
+# path, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
+# A provider's adapter and SDK (``ADAPTER_MODULES`` of its profile) come with the warm-up when the
+# worker names the provider at the start (:func:`adapters`), else with the first request that
+# names it; the MCP client with the first request that may start MCP servers (:func:`warm_for`).
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
     "services.cli.execute",  # the command itself, and what running it loads
@@ -43,11 +56,8 @@ WARM_MODULES: tuple[str, ...] = (
     "services.db.session",
     "services.runs.service",
     "services.telemetry.tracing",
-    "services.execution.providers.codex",
-    "services.execution.providers.claude",
-    "services.execution.providers.gemini",
+    "services.execution.providers.profiles",
     "services.execution.providers.replay",
-    "services.execution.mcp.bridge",
     # what the SDKs' HTTP clients load when the first one is made
     "httpcore2",
     "httpcore2._backends.anyio",
@@ -56,6 +66,7 @@ WARM_MODULES: tuple[str, ...] = (
     "truststore",
     "concurrent.futures.thread",
 )
+MCP_MODULE = "services.execution.mcp.bridge"  # the MCP client (services.runs.loop imports it)
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
 ARG_START = 45  # arg_start, arg_end: fields 48 and 49 of /proc/<pid>/stat, 45 and 46 after ")"
@@ -76,6 +87,54 @@ def warm_up() -> None:
     session.preload_mappers()
 
 
+def adapters(names: str) -> list[str]:
+    """The adapter modules of the providers ``names`` lists (comma separated), each once, in the
+    order given; a name the profiles' ``ADAPTER_MODULES`` does not know is ignored."""
+    from services.execution.providers.profiles import ADAPTER_MODULES
+
+    modules = [ADAPTER_MODULES.get(name.strip()) for name in names.split(",")]
+    return list(dict.fromkeys(module for module in modules if module is not None))
+
+
+def load(modules: list[str]) -> None:
+    """Import ``modules``; one that fails is left to the child, which fails again with its error
+    where it imports it."""
+    for module in modules:
+        try:
+            importlib.import_module(module)
+        except Exception:  # noqa: BLE001 - the child imports it again and reports the error
+            traceback.print_exc()
+
+
+class Refused(Exception):
+    """This server forks no more: an import made after ``ready`` started a thread."""
+
+
+def warm_for(request: dict[str, object]) -> None:
+    """Import what ``request`` says its execution needs and this server does not hold yet: the
+    adapter (and with it the SDK) of the provider it names, the MCP client when ``mcp`` is
+    true; then freeze what that allocated out of the garbage collector, as :func:`main` does
+    for the warm-up. Only a name of the profiles' table is imported: anything else a request
+    carries is ignored. An import that fails is left to the child, which fails again with its
+    error where it imports the module. An import that started a thread makes this server refuse
+    every request from then on (:class:`Refused`: the slots exec their children)."""
+    from services.execution.providers.profiles import ADAPTER_MODULES
+
+    provider = request.get("provider")
+    wanted = [ADAPTER_MODULES.get(provider) if isinstance(provider, str) else None,
+              MCP_MODULE if request.get("mcp") is True else None]
+    missing = [module for module in wanted if module is not None and module not in sys.modules]
+    if not missing:
+        return
+    load(missing)
+    if threading.active_count() != 1:
+        print(f"fork server: importing {', '.join(missing)} started a thread; refusing to "
+              "serve", file=sys.stderr)
+        raise Refused(missing[0])
+    gc.collect()
+    gc.freeze()
+
+
 def serve(control: socket.socket) -> None:
     """Answer fork requests until the control socket closes."""
     read_end, write_end = os.pipe()
@@ -88,6 +147,7 @@ def serve(control: socket.socket) -> None:
     selector.register(control, selectors.EVENT_READ, "control")
     selector.register(read_end, selectors.EVENT_READ, "child")
     server_pid = os.getpid()
+    refused = False
     while True:
         for key, _ in selector.select():
             if key.data == "child":
@@ -99,9 +159,12 @@ def serve(control: socket.socket) -> None:
                 message, fds, flags = b"", [], 0
             if not message:  # the worker closed it (or died): stop, children die with us
                 return
-            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC):  # more than a request holds
-                fds, message = [*fds, -1], b""
-            _fork_one(message, fds, channels, server_pid)
+            if flags & (socket.MSG_CTRUNC | socket.MSG_TRUNC) or refused:
+                fds, message = [*fds, -1], b""  # more than a request holds, or we fork no more
+            try:
+                _fork_one(message, fds, channels, server_pid)
+            except Refused:
+                refused = True
         _reap(channels)
 
 
@@ -114,10 +177,16 @@ def _fork_one(message: bytes, fds: list[int], channels: dict[int, socket.socket]
         return
     channel = socket.socket(fileno=fds[0])
     try:
-        execution_id = str(json.loads(message)["execution_id"])
+        request = json.loads(message)
+        execution_id = str(request["execution_id"])
     except (ValueError, KeyError, TypeError):
         channel.close()
         return
+    try:
+        warm_for(request)
+    except Refused:
+        channel.close()
+        raise
     pid = os.fork()
     if pid == 0:
         try:
@@ -246,6 +315,7 @@ def _run_execute(execution_id: str) -> int:
 def main(argv: list[str]) -> None:
     control = socket.socket(fileno=int(argv[0]))
     warm_up()
+    load(adapters(argv[1] if len(argv) > 2 else ""))  # the deployment's providers
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)

@@ -1,15 +1,25 @@
 """The fork-server substrate: ``studio execute`` forked from a warm process, not exec'ed.
 
 A worker starts one :class:`ForkServer` (``python -m services.cli.fork_server``): a fresh
-interpreter that imports what every execution needs (the engine, the SDKs, the database layer)
-and then only forks. It never opens a database, starts a thread or sees a secret: its own
-environment is the non-secret part of the executor environment (locale, ``PATH``, ``HOME``,
-``TMPDIR``, the telemetry variables), and a request to it names an execution id and nothing else.
+interpreter that imports what every execution needs (the engine, the database layer, and the
+adapter and SDK of each provider the worker names at the start: those whose credentials its
+environment configures, :func:`~services.execution.providers.profiles.configured_providers`;
+another provider's SDK with the first execution of that provider, the MCP client with the first
+that may start MCP servers) and then only forks. It never opens a database, starts a thread or
+sees a secret: its own environment is the non-secret part of the executor environment (locale,
+``PATH``, ``HOME``, ``TMPDIR``, the telemetry variables), its command line names providers (only
+names the profiles know), and a request to it names an execution id, its provider and whether it
+may use MCP, and nothing else.
 
 One execution (:meth:`ForkedSubstrate.launch`):
 
-1. the slot makes a socket pair and sends one end to the server with the execution id (over the
-   server's control socket, a private ``SOCK_SEQPACKET`` pair: no path anyone else can connect);
+1. the slot makes a socket pair and sends one end to the server with the execution id and, when
+   it knows them, the execution's provider and whether it may start MCP servers (over the
+   server's control socket, a private ``SOCK_SEQPACKET`` pair: no path anyone else can
+   connect); the first request naming a provider the server has not imported (or MCP) has it
+   import that provider's adapter and SDK (or the MCP client) before it forks, for this child
+   and every later one: a server imports its deployment's providers and what its executions
+   use, nothing else;
 2. the server forks; the child closes every descriptor but that socket, leads its own process
    group, asks for ``SIGKILL`` when the server dies (which itself dies with the worker), and the
    server answers the child's pid on the socket;
@@ -37,10 +47,11 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.execution.errors import SubstrateError
+from services.execution.providers.profiles import ADAPTER_MODULES
 from services.executors.base import Handle, SubstrateStatus
 from services.executors.local import (
     EXECUTOR_ENV_NAMES,
@@ -87,16 +98,19 @@ class ForkServer:
         return self._process.pid
 
     @classmethod
-    def start(cls, environment: Mapping[str, str], *, wait: bool = True,
-              timeout_s: float = START_TIMEOUT_S) -> ForkServer:
+    def start(cls, environment: Mapping[str, str], *, providers: Iterable[str] = (),
+              wait: bool = True, timeout_s: float = START_TIMEOUT_S) -> ForkServer:
         """Start the server; with ``wait``, wait until it has imported everything (otherwise
         the worker starts consuming meanwhile, and its slots exec their children until
-        :meth:`ready`). Call it from a long-lived thread (the worker's main thread): the server
-        dies with that thread."""
+        :meth:`ready`). ``providers``: the providers whose adapters and SDKs it imports before
+        it is ready (the worker's configured ones); only names of the profiles' table pass, on
+        its command line. Call it from a long-lived thread (the worker's main thread): the
+        server dies with that thread."""
+        names = ",".join(dict.fromkeys(name for name in providers if name in ADAPTER_MODULES))
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         try:
             process = subprocess.Popen(
-                [sys.executable, "-m", SERVER_MODULE, str(theirs.fileno()), TITLE_ROOM],
+                [sys.executable, "-m", SERVER_MODULE, str(theirs.fileno()), names, TITLE_ROOM],
                 env=server_environment(environment), stdin=subprocess.DEVNULL, stdout=2,
                 pass_fds=(theirs.fileno(),), process_group=0,
                 preexec_fn=_die_with_parent(os.getpid()))
@@ -184,12 +198,20 @@ class ForkServer:
     def alive(self) -> bool:
         return not self._failed and self._process.poll() is None
 
-    def fork(self, execution_id: str, environment: Mapping[str, str]) -> tuple[int, socket.socket]:
+    def fork(self, execution_id: str, environment: Mapping[str, str],
+             provider: str | None = None, mcp: bool = False) -> tuple[int, socket.socket]:
         """Fork ``studio execute <execution_id>`` with ``environment``; its pid and the socket
-        its exit status comes on."""
+        its exit status comes on. ``provider`` (the execution's, when known) and ``mcp`` (it may
+        start MCP servers) have the server load that provider's SDK and the MCP client first,
+        unless it already has."""
         slot, child = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            request = json.dumps({"execution_id": execution_id}).encode()
+            fields: dict[str, object] = {"execution_id": execution_id}
+            if provider is not None:
+                fields["provider"] = provider
+            if mcp:
+                fields["mcp"] = True
+            request = json.dumps(fields).encode()
             with self._lock:
                 self._await_ready()
                 socket.send_fds(self._control, [request], [child.fileno()])
@@ -225,12 +247,17 @@ class _Child:
 
 
 class ForkedSubstrate:
-    """Runs each execution as a child of the worker's :class:`ForkServer` (Linux)."""
+    """Runs each execution as a child of the worker's :class:`ForkServer` (Linux); ``provider``
+    and ``mcp`` (the execution's provider, whether it may start MCP servers, when the caller
+    knows them) are passed on with each fork request."""
 
     def __init__(self, server: ForkServer, env: Mapping[str, str], *,
+                 provider: str | None = None, mcp: bool = False,
                  cancel_grace_s: float = 5.0) -> None:
         self._server = server
         self._env = dict(env)
+        self._provider = provider
+        self._mcp = mcp
         self._grace = cancel_grace_s
         self._lock = threading.Lock()
         self._children: dict[str, _Child] = {}
@@ -244,7 +271,7 @@ class ForkedSubstrate:
             known = self._children.get(execution_id)
             if known is not None and self._poll(known, 0.0) is SubstrateStatus.RUNNING:
                 return _handle(execution_id, known.pid)
-            pid, channel = self._server.fork(execution_id, self._env)
+            pid, channel = self._server.fork(execution_id, self._env, self._provider, self._mcp)
             self._children[execution_id] = _Child(pid, channel)
         log.info("fork server: execution %s runs as pid %d", execution_id, pid)
         return _handle(execution_id, pid)

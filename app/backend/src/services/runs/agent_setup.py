@@ -74,6 +74,13 @@ def handed_mcp(handed: SecretStr, names: Sequence[str]) -> McpConfig:
     return McpConfig(servers={name: config.servers[name] for name in names})
 
 
+def may_use_mcp(settings: StudioSettings, profile: AgentProfile) -> bool:
+    """Whether a run of ``profile`` may start MCP servers: the deployment's file, or stored
+    servers the agent names (what :func:`agent_mcp_config` is made of; read without a
+    database, so a worker can tell its fork server before the run starts)."""
+    return settings.mcp_config is not None or bool(profile.mcp_servers)
+
+
 def agent_mcp_config(settings: StudioSettings, stored: McpConfig | None) -> McpConfig | None:
     """The deployment's servers, then the agent's stored ones (same name: the stored one)."""
     servers: dict[str, Any] = {}

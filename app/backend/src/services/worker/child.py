@@ -54,9 +54,12 @@ def use_fork_server(server: ForkServer | None) -> None:
     _fork_server = server
 
 
-def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
+def run_child(execution_id: str, *, db: Database, provider: str | None = None,
+              mcp: bool = False) -> SubstrateStatus:
     """Start ``studio execute <execution_id>`` and wait for it; its final status. ``db``: the
-    worker task's database (:mod:`services.worker.task_database`), the only one it opens.
+    worker task's database (:mod:`services.worker.task_database`), the only one it opens;
+    ``provider`` (the execution's) and ``mcp`` (whether it may start MCP servers), as the task
+    read them: the fork server loads that SDK and the MCP client once, for every later child.
 
     If waiting is interrupted (worker shutdown, a time limit), a local child is cancelled first;
     a Kubernetes Job runs on (its pod holds the lease; a redelivery adopts it).
@@ -72,7 +75,8 @@ def run_child(execution_id: str, *, db: Database) -> SubstrateStatus:
             and server.ready()):
         # the same environment as an exec'ed child's (LocalSubstrate), forked warm; while
         # the server still warms up, the child is exec'ed (below): nothing waits for it
-        substrate = ForkedSubstrate(server, executor_environment(environment))
+        substrate = ForkedSubstrate(server, executor_environment(environment), provider=provider,
+                                    mcp=mcp)
     else:
         # the Kubernetes client (about 40 MB) is imported only by a worker that needs it
         from services.executors.selection import build_substrate

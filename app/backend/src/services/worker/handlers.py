@@ -13,9 +13,12 @@ from functools import partial
 from typing import Any
 
 from services.db.executions import ExecutionRepository
+from services.db.models import NodeExecution
 from services.db.session import Database, open_database
 from services.db.team_admission import hold_if_over
+from services.execution.agent_profile import AgentProfile
 from services.executors.base import SubstrateStatus
+from services.runs.agent_setup import may_use_mcp
 from services.runs.leases import LeaseTimings
 from services.runs.reaper import reap, wake_waiting
 from services.settings import StudioSettings
@@ -42,13 +45,17 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
     shared = worker_database()
     db = shared or open_database(settings)
     try:
-        decision = admit(ExecutionRepository(db).get(execution_id))
+        row = ExecutionRepository(db).get(execution_id)
+        decision = admit(row)
         if decision is Admission.RUN and hold_if_over(db, execution_id):
             decision = Admission.TEAM_CONCURRENCY
         if decision is not Admission.RUN:
             log.info("worker: execution %s not started (%s)", execution_id, decision.value)
             return decision
-        status = (launch or partial(run_child, db=db))(execution_id)
+        # what the fork server loads for it, once (a provider's SDK, the MCP client)
+        provider = row.provider if row is not None else None
+        mcp = row is not None and _may_use_mcp(row, settings)
+        status = (launch or partial(run_child, db=db, provider=provider, mcp=mcp))(execution_id)
         if dispatch is not None:
             wake_waiting(db, dispatch)
     finally:
@@ -56,6 +63,14 @@ def handle_execute_node(payload: ExecuteNodePayload, settings: StudioSettings, *
             db.dispose()
     log.info("worker: execution %s: studio execute ended %s", execution_id, status.value)
     return decision
+
+
+def _may_use_mcp(row: NodeExecution, settings: StudioSettings) -> bool:
+    try:
+        profile = AgentProfile.from_stored((row.request or {}).get("profile"))
+    except (KeyError, TypeError, ValueError, AttributeError):  # the run refuses it itself
+        return False
+    return may_use_mcp(settings, profile)
 
 
 def reap_once(db: Database, settings: StudioSettings, dispatch: Callable[[str], Any],

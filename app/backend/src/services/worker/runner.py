@@ -22,8 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
+from services.composition import auth_modes
 from services.db.session import open_database
 from services.execution.errors import ConfigError
+from services.execution.providers.profiles import configured_providers
 from services.executors.forked import ForkServer
 from services.settings import ExecutorKind, StudioSettings, process_environment
 from services.worker.celery_app import build_celery
@@ -94,7 +96,9 @@ def process_model(settings: StudioSettings) -> Iterator[str]:
     """The Celery pool this worker runs, and what goes with it until the worker stops.
 
     ``threads`` (``STUDIO_WORKER_FORK_SERVER``, the default): a fork server (for the local
-    executor) that the slots fork their children from, and one database every slot borrows.
+    executor) that the slots fork their children from, told the providers whose credentials
+    this worker's environment configures (their SDKs are imported before it is ready), and one
+    database every slot borrows.
     ``prefork`` (the setting off): nothing here; each task opens its own database (no engine is
     opened before the pool forks) and each execution is an exec'ed ``studio execute``.
     """
@@ -102,7 +106,11 @@ def process_model(settings: StudioSettings) -> Iterator[str]:
         yield "prefork"
         return
     # from this (main, long-lived) thread, before any other: it dies with the worker
-    server = (ForkServer.start(process_environment(), wait=False)
+    # it imports the SDKs of the providers this deployment has credentials for before it is
+    # ready (their first executions pay no import); the others' with their first execution
+    environment = process_environment()
+    server = (ForkServer.start(environment, wait=False,
+                               providers=configured_providers(auth_modes(settings), environment))
               if settings.executor is ExecutorKind.LOCAL else None)
     use_fork_server(server)
     use_worker_database(open_database(settings))

@@ -52,6 +52,7 @@ from services.execution.providers.cloud_auth import (
     auth_mode,
     check_mode,
     setting_name,
+    value_problem,
 )
 from services.execution.providers.schema_profiles import (
     Schema,
@@ -370,6 +371,30 @@ ADAPTER_MODULES: Mapping[str, str] = {
     "gemini": "services.execution.providers.gemini",
     "claude": "services.execution.providers.claude",
 }
+
+
+def configured_providers(modes: Mapping[str, str | None],
+                         environ: Mapping[str, str]) -> tuple[str, ...]:
+    """The providers of :data:`ADAPTER_MODULES` whose credentials this deployment configures, in
+    the registry's order: the auth mode ``modes`` picks for the provider (its ``auth_field``'s
+    value, by provider name; absent or empty: the API key) is not the API key mode (a cloud mode
+    is the operator's explicit choice), or one of the API key mode's credential variables is set
+    in ``environ`` to a value with something besides blanks and no control character (one that
+    :func:`~.cloud_auth.check_mode` would refuse does not count). A mode no profile knows counts
+    for nothing. Only names are answered, never a value: the worker tells its fork server which
+    SDKs to import before it says ready (:mod:`services.cli.fork_server`)."""
+    found: list[str] = []
+    for name in ADAPTER_MODULES:
+        choice = (modes.get(name) or "").strip() or API_KEY
+        offered = MODES.get(name, {})
+        if choice not in offered:
+            continue
+        if choice != API_KEY or any(
+                (value := environ.get(variable)) is not None and value.strip()
+                and value_problem(variable, value) is None
+                for group in offered[API_KEY].credential_sets for variable in group):
+            found.append(name)
+    return tuple(found)
 
 
 def prewarm(name: str) -> threading.Thread | None:
