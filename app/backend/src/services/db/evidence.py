@@ -127,6 +127,17 @@ def _upsert(session: Session | Connection) -> Any:
     return found
 
 
+def repeats(first: dict[str, Any], envelope: dict[str, Any]) -> bool:
+    """Whether recording ``envelope`` alone (no arguments, cycle or provider) changes nothing
+    in a row that :func:`record_tool_call` just wrote with ``first`` (its keyword arguments): the
+    row already holds that envelope (so its envelope columns, its time included, stay), a
+    name (so its identity stays), a provider that is not ``""`` (``NULLIF`` would make it
+    ``NULL``); its arguments, cycle and creation time stay whatever the second write holds."""
+    return (first.get("envelope") is not None and first["envelope"] == envelope
+            and _identity(first.get("call"), first["envelope"])["tool_name"] != ""
+            and first.get("provider") != "")
+
+
 def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,
                 envelope: dict[str, Any] | None = None, cycle: int | None = None,
                 provider: str | None = None, blobs: dict[str, bytes]) -> dict[str, Any]:

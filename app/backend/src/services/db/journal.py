@@ -214,6 +214,7 @@ class DbEventSink:
             if not events and not writes:
                 return 0
             self._events, self._writes = [], []  # written now, or (on error) never
+            writes = _without_repeats(events, writes)
             by_execution: dict[str, list[tuple[AgentEvent, dict[str, Any]]]] = {}
             for event, data in events:
                 by_execution.setdefault(event.execution_id, []).append((event, data))
@@ -313,6 +314,28 @@ class DbEventSink:
     def _stale(self, execution_id: str, epoch: int | None) -> StaleLease:
         return StaleLease(f"lease epoch {self._lease_epoch} is stale (now {epoch})",
                           details={"execution_id": execution_id})
+
+
+def _without_repeats(events: list[tuple[AgentEvent, dict[str, Any]]],
+                     writes: list[tuple[str, PendingWrite]]) -> list[tuple[str, PendingWrite]]:
+    """``writes`` without those that would change nothing after the evidence the events write
+    first in the same transaction (a write with a ``repeats(written)`` method says so: the
+    idempotency store's record of a call whose ``tool_result`` event carries it)."""
+    if not writes:
+        return writes
+    written: dict[tuple[str, str], dict[str, Any]] = {}
+    for event, data in events:
+        found = _evidence_args(event, data)
+        if found is not None:
+            written.setdefault((event.execution_id, found["call_id"]), found)
+    if not written:
+        return writes
+    kept = []
+    for execution_id, write in writes:
+        repeated = getattr(write, "repeats", None)
+        if repeated is None or not repeated(written):
+            kept.append((execution_id, write))
+    return kept
 
 
 def _evidence_args(event: AgentEvent, data: dict[str, Any]) -> dict[str, Any] | None:
