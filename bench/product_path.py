@@ -22,16 +22,24 @@ every loop. Measured, in this order, each ``--reps`` times (median reported):
     python bench/product_path.py --reps 3             # the documented run
     python bench/product_path.py --round-trips codex  # PostgreSQL round trips per step
     python bench/product_path.py --calls codex:sqlite  # Python calls per step (load-free)
+    python bench/product_path.py --cpu codex:sqlite,codex:postgresql --baseline ../main
+    python bench/product_path.py --instructions codex:sqlite --steps 35 --baseline ../main
 
 ``--round-trips PROVIDER`` runs only that provider's ``studio run`` on PostgreSQL, through a proxy
 that reads the wire protocol (:mod:`bench.pg_wire`), and prints the round trips per step between
 its first and last model request by what they carried, then the durable floor's through the same
 proxy.
 
-``--calls PROVIDER:DB`` runs only that ``studio run`` (sandbox ``none``) through
+``--calls PROVIDER:DB,...`` runs only those ``studio run`` (sandbox ``none``) through
 :mod:`bench.step_calls` and prints the Python calls (functions and built-ins) per step between its
 first and last model request: a count that does not move with the machine's load, for comparing
-two trees (the other one's sources first on ``PYTHONPATH``).
+two trees. ``--cpu PROVIDER:DB,...`` measures instead, in the process, the CPU time per step of
+``studio`` itself and of the commands it ran (``--rounds`` runs each, default 5, medians).
+``--instructions PROVIDER:DB,...`` runs them under valgrind's cachegrind at 5 steps and at
+``--steps`` and prints the instructions per step (the difference over the extra steps: start-up
+and exit cancel out; minutes a run). ``--baseline DIR``: another checkout (``git worktree add``
+or ``git archive | tar -x``) run the same way right before each run of this tree, its sources
+first on ``PYTHONPATH``; the ratios are this tree's over the baseline's.
 
 Targets (issue 12): codex and gemini, sandbox ``none``, per step <= 2x the durable floor of the
 same database and below mini-swe-agent's; sandboxed minus unsandboxed <= 2 ms. Issue 35: <= 3x
@@ -364,25 +372,31 @@ def studio_run(n: int, provider: str, db: str, sandbox: str, root: Path,
                workspace: Path, profile: Path | None = None,
                via: Callable[[str], str] | None = None,
                served_times: list[float] | None = None,
-               calls: Path | None = None) -> Measure:
+               calls: Path | None = None, calls_cpu: bool = False,
+               source: Path | None = None, wrapper: list[str] | None = None) -> Measure:
     """One ``studio run``; ``via`` rewrites its database URL (the counting proxy),
     ``served_times`` receives the model requests' arrival times, and ``calls`` (a file) runs it
-    through :mod:`bench.step_calls`, which writes its Python calls per step there."""
+    through :mod:`bench.step_calls`, which writes its Python calls per step there
+    (``calls_cpu``: its CPU per step instead). ``source``: another checkout whose sources run
+    instead of this tree's (first on ``PYTHONPATH``)."""
     tool = allowed_tool_name(TOOL) if provider == "claude" else TOOL
     label = f"studio run {provider}"
     (root / "home").mkdir(exist_ok=True)
     with database(db, root) as db_url, served(n, tool_script(tool)) as server:
         env = studio_env(root, via(db_url) if via else db_url, sandbox, server.url)
+        if source is not None:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [str(source / "app" / "backend" / "src"), *filter(None, [env.get("PYTHONPATH")])])
         if db != "sqlite":
             subprocess.run([sys.executable, "-m", "services.cli", "db", "upgrade"], env=env,
                            check=True, capture_output=True, timeout=300)
         started = time.perf_counter()
         profiler = ["-m", "cProfile", "-o", str(profile)] if profile is not None else []
-        program = ([str(ROOT / "bench" / "step_calls.py"), str(calls)] if calls is not None
-                   else ["-m", "services.cli"])
+        program = ([str(ROOT / "bench" / "step_calls.py"), *(["--cpu"] if calls_cpu else []),
+                    str(calls)] if calls is not None else ["-m", "services.cli"])
         with _output_files() as (out_file, err_file):
             process = subprocess.Popen(
-                [sys.executable, *profiler, *program, "run", TASK,
+                [*(wrapper or []), sys.executable, *profiler, *program, "run", TASK,
                  "--workspace", str(workspace), "--provider", provider,
                  "--max-iterations", str(n + 10), "--json"],
                 env=env, stdout=out_file, stderr=err_file, text=True)
@@ -459,15 +473,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--round-trips", metavar="PROVIDER", default=None,
                         help="only count the PostgreSQL round trips per step of that provider's "
                              "studio run (through a counting proxy) and print what they carry")
-    parser.add_argument("--calls", metavar="PROVIDER:DB", default=None,
-                        help="only count the Python calls per step of that studio run "
+    parser.add_argument("--calls", metavar="PROVIDER:DB,...", default=None,
+                        help="only count the Python calls per step of these studio runs "
                              "(bench/step_calls.py; independent of the load)")
+    parser.add_argument("--cpu", metavar="PROVIDER:DB,...", default=None,
+                        help="only measure the CPU per step of these studio runs, inside the "
+                             "process (bench/step_calls.py --cpu)")
+    parser.add_argument("--instructions", metavar="PROVIDER:DB,...", default=None,
+                        help="only count the instructions per step of these studio runs under "
+                             "valgrind's cachegrind (--steps minus 5 steps; slow)")
+    parser.add_argument("--baseline", type=Path, default=None,
+                        help="with --calls, --cpu or --instructions: a checkout run side by "
+                             "side (its sources first on PYTHONPATH), before this tree")
+    parser.add_argument("--rounds", type=int, default=None,
+                        help="with --calls or --cpu: runs per tree (default 1, --cpu 5)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     if args.profile:
         return profile_run(args.steps, *args.profile.split(":"))
-    if args.calls:
-        return calls_run(args.steps, *args.calls.split(":"))
+    if args.instructions:
+        return instructions_run(args.steps, _split(args.instructions), args.baseline)
+    if args.calls or args.cpu:
+        rounds = args.rounds or (5 if args.cpu else 1)
+        return calls_run(args.steps, _split(args.cpu or args.calls), bool(args.cpu),
+                         args.baseline, rounds)
     if args.round_trips:
         return round_trips_run(args.steps, args.round_trips)
     logging.getLogger("services").setLevel(logging.ERROR)  # the floors' "unconfined" warnings
@@ -523,17 +552,86 @@ def profile_run(n: int, provider: str, db: str, sandbox: str) -> int:
     return 0
 
 
-def calls_run(n: int, provider: str, db: str) -> int:
-    """One ``studio run`` (sandbox ``none``) counting its Python calls per step."""
+def calls_run(n: int, pairs: list[str], cpu: bool, baseline: Path | None,
+              rounds: int) -> int:
+    """``studio run`` (sandbox ``none``) of each ``PROVIDER:DB`` counting its Python calls per
+    step (``cpu``: measuring its CPU per step in the process), ``rounds`` times; with a
+    ``baseline`` checkout, that tree's run right before each of this tree's, and the ratios."""
     logging.getLogger("services").setLevel(logging.ERROR)
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if baseline is not None:
+        trees.insert(0, ("baseline", baseline.resolve()))
+    what = "CPU ms per step (studio process + its commands)" if cpu else "Python calls per step"
+    print(f"{what}, {n} steps, {rounds} round(s), load average {os.getloadavg()[0]:.2f}"
+          + (f"; baseline {baseline}" if baseline else ""), flush=True)
+    found: dict[tuple[str, str], list[list[float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-pp-calls-") as tmp:
         root = Path(tmp)
         (root / "workspace").mkdir()
-        counted = root / "calls.txt"
-        studio_run(n, provider, db, "none", root, root / "workspace", calls=counted)
-        per_step = counted.read_text().strip()
-    print(f"studio run {provider} {db} none, {n} steps: {per_step} Python calls per step "
-          f"(load average {os.getloadavg()[0]:.2f}; the count does not depend on it)")
+        for index in range(rounds):
+            for pair in pairs:
+                provider, db = pair.split(":")
+                for label, source in trees:
+                    counted = root / f"calls-{index}.txt"
+                    studio_run(n, provider, db, "none", root, root / "workspace", calls=counted,
+                               calls_cpu=cpu, source=source)
+                    values = [float(v) for v in counted.read_text().split()]
+                    found.setdefault((pair, label), []).append(values)
+                    shown = " + ".join(f"{v:.2f}" if cpu else f"{v:.0f}" for v in values)
+                    print(f"  round {index + 1} {pair:18} {label:10} {shown}", flush=True)
+    print(f"\n{'provider:db':18} {'tree':10} {'median':>10}"
+          + ("  (own + commands)" if cpu else ""))
+    for pair in pairs:
+        medians = {label: [statistics.median(v[i] for v in found[(pair, label)])
+                           for i in range(len(found[(pair, label)][0]))] for label, _ in trees}
+        for label, _ in trees:
+            shown = " + ".join(f"{v:.2f}" if cpu else f"{v:.0f}" for v in medians[label])
+            print(f"{pair:18} {label:10} {shown:>10}")
+        if baseline is not None:
+            ratio = medians["this tree"][0] / medians["baseline"][0]
+            print(f"{pair:18} {'ratio':10} {ratio:10.3f}  ({(ratio - 1) * 100:+.1f} %"
+                  f"{' of the studio process' if cpu else ''})")
+    print(f"load average at the end {os.getloadavg()[0]:.2f}"
+          + ("" if cpu else " (the count does not depend on it)"))
+    return 0
+
+
+FEW_STEPS = 5
+
+
+def instructions_run(n: int, pairs: list[str], baseline: Path | None) -> int:
+    """Each ``PROVIDER:DB`` run (sandbox ``none``) under valgrind's cachegrind at
+    :data:`FEW_STEPS` steps and at ``n``: the instructions of the ``studio`` process per step
+    are the difference over the extra steps (start-up and exit cancel out). Independent of the
+    load; slow (minutes a run)."""
+    logging.getLogger("services").setLevel(logging.ERROR)
+    trees: list[tuple[str, Path | None]] = [("this tree", None)]
+    if baseline is not None:
+        trees.insert(0, ("baseline", baseline.resolve()))
+    print(f"instructions per step (cachegrind, {n} steps minus {FEW_STEPS})", flush=True)
+    found: dict[tuple[str, str], float] = {}
+    with tempfile.TemporaryDirectory(prefix="bench-pp-instr-") as tmp:
+        root = Path(tmp)
+        (root / "workspace").mkdir()
+        for pair in pairs:
+            provider, db = pair.split(":")
+            for label, source in trees:
+                total: dict[int, int] = {}
+                for steps in (FEW_STEPS, n):
+                    out = root / f"cachegrind-{steps}.out"
+                    studio_run(steps, provider, db, "none", root, root / "workspace",
+                               source=source, wrapper=[
+                                   "valgrind", "--tool=cachegrind", "--cache-sim=no",
+                                   f"--cachegrind-out-file={out}"])
+                    total[steps] = next(int(line.split()[1]) for line in
+                                        out.read_text().splitlines()
+                                        if line.startswith("summary:"))
+                found[(pair, label)] = (total[n] - total[FEW_STEPS]) / (n - FEW_STEPS)
+                print(f"  {pair:18} {label:10} {found[(pair, label)] / 1e6:8.2f} M", flush=True)
+            if baseline is not None:
+                ratio = found[(pair, "this tree")] / found[(pair, "baseline")]
+                print(f"  {pair:18} {'ratio':10} {ratio:8.3f}  ({(ratio - 1) * 100:+.1f} %)",
+                      flush=True)
     return 0
 
 

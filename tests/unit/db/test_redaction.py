@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import base64
 import random
+from enum import StrEnum
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import SecretStr
 
-from services.db.redaction import _PATTERNS, REDACTED, Redactor
+from services.db.redaction import _PATTERNS, _SECRET_KEY, _SHORTEST_MATCH, REDACTED, Redactor
 from services.settings import StudioSettings
 
 
@@ -80,3 +84,53 @@ def test_the_one_search_shortcut_redacts_exactly_as_every_pattern_in_turn() -> N
         assert redactor.text(text) == expected, text
         changed += expected != text
     assert changed > 1_000  # positive control: many of the strings did hold a token shape
+
+
+def test_no_token_shape_fits_in_fewer_characters_than_the_shortcut_skips() -> None:
+    """Strings shorter than ``_SHORTEST_MATCH`` are not searched: every string of up to that
+    many characters over the characters the patterns care about is left as the patterns in
+    turn leave it, and one of exactly that length is changed (the bound is tight)."""
+    alphabet = ":/@ab"
+    texts = [""]
+    for _ in range(_SHORTEST_MATCH - 1):
+        texts += [t + c for t in texts if len(t) == len(texts[-1]) for c in alphabet]
+    assert all(_every_pattern_in_turn(t) == t for t in texts)
+    assert _every_pattern_in_turn("://a:b@") != "://a:b@"
+    assert len("://a:b@") == _SHORTEST_MATCH
+
+
+class _Kind(StrEnum):
+    TOKEN = "ghp_" + "k" * 20
+
+
+def _old_data(redactor: Redactor, value: Any) -> Any:
+    """``Redactor.data`` before its exact-type dispatch and remembered key verdicts."""
+    if isinstance(value, str):
+        return redactor.text(value)
+    if isinstance(value, dict):
+        return {key: REDACTED
+                if isinstance(item, str) and isinstance(key, str) and _SECRET_KEY.match(key)
+                else _old_data(redactor, item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_old_data(redactor, item) for item in value]
+    return value
+
+
+_LEAVES = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=False),
+    st.sampled_from(["x", "ghp_" + "a" * 20, "Bearer abcdefghijk", "https://u:pw1234@h/r",
+                     "plain-opaque-value-42", _Kind.TOKEN, "short"]))
+_KEYS = st.one_of(st.sampled_from(["api_key", "GITHUB_TOKEN", "path", "password", "x-token",
+                                   "tokens", "argv"]), st.integers(min_value=0, max_value=3))
+_DATA = st.recursive(_LEAVES, lambda inner: st.one_of(
+    st.lists(inner, max_size=4), st.lists(inner, max_size=3).map(tuple),
+    st.dictionaries(_KEYS, inner, max_size=4)), max_leaves=20)
+
+
+@settings(max_examples=500, deadline=None)
+@given(value=_DATA)
+def test_data_redacts_as_the_walk_it_replaced(value: Any) -> None:
+    redactor = Redactor(["plain-opaque-value-42"])
+    expected = _old_data(redactor, value)
+    assert redactor.data(value) == expected
+    assert redactor.data(value) == expected  # with the key verdicts remembered

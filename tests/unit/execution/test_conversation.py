@@ -2,7 +2,15 @@
 
 from __future__ import annotations
 
-from services.execution.conversation import elide_old_outputs, estimate_tokens, repair_interrupted
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from services.execution.conversation import (
+    TokenCounter,
+    elide_old_outputs,
+    estimate_tokens,
+    repair_interrupted,
+)
 from services.execution.messages import (
     Message,
     Role,
@@ -93,3 +101,23 @@ def test_a_journal_rebuilds_the_conversation_the_model_saw() -> None:
     rebuilt = rebuild_messages([(e.kind.value, e.data) for e in sink.events])
     assert rebuilt == client.requests[-1].messages + [
         final_turn('{"status": "success"}').message]
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["append", "replace", "drop", "copy", "same"]),
+                              st.integers(min_value=0, max_value=20)), max_size=30))
+def test_the_token_total_is_the_sum_whatever_the_turns_did(ops: list[tuple[str, int]]) -> None:
+    """A counter's total (which adds only new messages when a list extends the last one) is the
+    sum of the estimates, whether messages were appended, replaced in place or dropped."""
+    counter = TokenCounter()
+    history: list[Message] = []
+    for op, n in ops:
+        if op == "append" or not history:
+            history.append(_results(f"c{n}", size=n * 7))
+        elif op == "replace":
+            history[n % len(history)] = _results("r", size=n)
+        elif op == "drop":
+            del history[n % len(history)]
+        elif op == "copy":
+            history = list(history)
+        assert counter.total(history) == sum(estimate_tokens(m) for m in history)

@@ -194,3 +194,20 @@ def test_all_null_strict_args_become_the_defaults(spec: ToolSpec) -> None:
     sent = {name: None for name in strict["properties"]}
     jsonschema.validate(sent, strict)
     assert sp.openai_args_to_neutral(spec.name, sent, neutral_schema) == {}
+
+
+def test_the_inverse_inlines_a_schema_once_and_a_new_schema_again() -> None:
+    """Each call's arguments go back through the tool's schema with its ``$ref`` inlined: the
+    inlined schema is remembered per schema object (what it answers is unchanged)."""
+    schema: dict[str, Any] = {
+        "type": "object", "$defs": {"Env": {"type": "object",
+                                            "additionalProperties": {"type": "string"}}},
+        "properties": {"env": {"$ref": "#/$defs/Env"}, "n": {"type": "integer"}},
+        "required": ["env"]}
+    args = {"env": [{"name": "A", "value": "1"}], "n": None}
+    first = sp.openai_args_to_neutral("t", args, schema)
+    assert first == {"env": {"A": "1"}}
+    assert sp._inlined(schema) is sp._inlined(schema)
+    assert sp._inlined(schema) == sp.inline_refs(schema)
+    other = {**schema, "required": ["env", "n"]}
+    assert sp.openai_args_to_neutral("t", args, other) == {"env": {"A": "1"}, "n": None}

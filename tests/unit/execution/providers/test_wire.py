@@ -6,6 +6,8 @@ import json
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from services.execution.errors import ProviderRejected, ProviderUnavailable
@@ -222,3 +224,29 @@ def test_retry_after_forms_and_redaction() -> None:
     err = failures.from_status("codex", 401, "bad key sk-secret-123", secrets=("sk-secret-123",))
     assert "sk-secret-123" not in str(err) and "[REDACTED]" in err.message
     assert "retry_after" not in failures.from_status("codex", 429, "slow").details
+
+
+@settings(max_examples=200, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["append", "replace", "drop", "swap", "same"]),
+                              st.integers(min_value=0, max_value=20)), max_size=30))
+def test_wire_cache_renders_what_building_each_message_would(ops: list[tuple[str, int]]) -> None:
+    """Turns that append, replace, drop or reorder messages (in the same list or a new one):
+    each render is every message built, and only messages not in the last render are built."""
+    cache: WireCache[str] = WireCache(lambda m: m.text)
+    history: list[Message] = []
+    counter = iter(range(10**6))
+    last: list[Message] = []
+    for op, n in ops:
+        if op == "append" or not history:
+            history.append(Message(role=Role.USER, parts=[TextPart(text=str(next(counter)))]))
+        elif op == "replace":
+            history[n % len(history)] = Message(role=Role.USER,
+                                                parts=[TextPart(text=str(next(counter)))])
+        elif op == "drop":
+            del history[n % len(history)]
+        elif op == "swap":
+            history = [*history[n % len(history):], *history[:n % len(history)]]
+        builds = cache.builds
+        assert cache.render(history) == [m.text for m in history]
+        assert cache.builds - builds == len({id(m) for m in history} - {id(m) for m in last})
+        last = list(history)

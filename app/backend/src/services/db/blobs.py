@@ -80,21 +80,41 @@ def hydrate(session: Session | Connection, execution_id: str, values: list[Any])
 
 
 def _replace(value: Any, found: dict[str, bytes]) -> Any:
+    kind = value.__class__  # the exact JSON types first: no call for the common cases
+    if kind is str:
+        return value if len(value) * 4 < MIN_BLOB_BYTES else _reference(value, found)
+    if kind is dict:
+        return _replace_mapping(value, found)
+    if kind is list:
+        return [_replace(item, found) for item in value]
+    if kind in _SCALARS:
+        return value
     if isinstance(value, str):
-        if len(value) * 4 < MIN_BLOB_BYTES:
-            return value  # too short to reach the threshold whatever its characters
-        raw = value.encode("utf-8", "surrogatepass")
-        if len(raw) < MIN_BLOB_BYTES:
-            return value
-        digest = hashlib.sha256(raw).hexdigest()
-        found[digest] = raw
-        return {BLOB_KEY: digest, "size": len(raw)}
+        return value if len(value) * 4 < MIN_BLOB_BYTES else _reference(value, found)
     if isinstance(value, dict):
-        replaced = {key: _replace(item, found) for key, item in value.items()}
-        return {LITERAL_KEY: replaced} if BLOB_KEY in value or LITERAL_KEY in value else replaced
+        return _replace_mapping(value, found)
     if isinstance(value, list | tuple):
         return [_replace(item, found) for item in value]
     return value
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+
+
+def _reference(value: str, found: dict[str, bytes]) -> Any:
+    """``value``'s reference if it is large enough (its UTF-8 added to ``found``), else
+    ``value`` (a string under a quarter of the threshold never is: see the callers)."""
+    raw = value.encode("utf-8", "surrogatepass")
+    if len(raw) < MIN_BLOB_BYTES:
+        return value
+    digest = hashlib.sha256(raw).hexdigest()
+    found[digest] = raw
+    return {BLOB_KEY: digest, "size": len(raw)}
+
+
+def _replace_mapping(value: dict[Any, Any], found: dict[str, bytes]) -> dict[str, Any]:
+    replaced = {key: _replace(item, found) for key, item in value.items()}
+    return {LITERAL_KEY: replaced} if BLOB_KEY in value or LITERAL_KEY in value else replaced
 
 
 def _is_reference(value: dict[str, Any]) -> bool:

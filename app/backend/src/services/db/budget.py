@@ -27,6 +27,7 @@ from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger, NodeExecution
 from services.db.session import Database, dialect_insert, dialect_name
+from services.db.sqlite_statements import Statement
 from services.db.step_reads import StepReads
 from services.db.team_budget import TeamLayer, TeamState, read_state
 from services.execution.errors import ErrorCode
@@ -47,15 +48,17 @@ _OVERFLOW = (
     .values(overflow_micros=_LEDGER.c.overflow_micros + bindparam("p_micros"),
             updated_at=bindparam("p_now"))
 )
-_ENSURE_ROW: dict[str, Any] = {}
+_ADMIT_STATEMENT = Statement(_ADMIT)
+_OVERFLOW_STATEMENT = Statement(_OVERFLOW)
+_ENSURE_ROW: dict[str, Statement] = {}
 
 
-def _ensure_row(connection: Connection) -> Any:
+def _ensure_row(connection: Connection) -> Statement:
     """The day's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), per dialect."""
     name = dialect_name(connection)
     found = _ENSURE_ROW.get(name)
     if found is None:
-        found = _ENSURE_ROW[name] = (
+        found = _ENSURE_ROW[name] = Statement(
             dialect_insert(connection)(_LEDGER)
             .values(repository=bindparam("p_repository"), day=bindparam("p_day"),
                     spent_micros=0, overflow_micros=0, updated_at=bindparam("p_now"))
@@ -167,12 +170,13 @@ class Charge:
     def apply(self, connection: Connection, known_blobs: set[str] | None = None) -> None:
         """Write it in ``connection``'s transaction (Core statements built once)."""
         key = {"p_repository": self.repository, "p_day": self.day}
-        connection.execute(_ensure_row(connection), {**key, "p_now": utcnow()})
-        admitted = connection.execute(_ADMIT, {
+        _ensure_row(connection).execute(connection, {**key, "p_now": utcnow()})
+        admitted = _ADMIT_STATEMENT.execute(connection, {
             **key, "p_micros": self.micros, "p_limit": self.limit_micros, "p_now": utcnow(),
         }).one_or_none()
         if admitted is None:
-            connection.execute(_OVERFLOW, {**key, "p_micros": self.micros, "p_now": utcnow()})
+            _OVERFLOW_STATEMENT.execute(connection, {**key, "p_micros": self.micros,
+                                                     "p_now": utcnow()})
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         return [{"op": "charge", "repository": self.repository, "day": self.day.isoformat(),

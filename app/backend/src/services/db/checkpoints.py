@@ -20,7 +20,7 @@ from typing import Any
 from sqlalchemy import Connection, Table, bindparam, delete, func, insert, select
 from sqlalchemy.orm import Session
 
-from services.db.evidence import evidence_op, record_tool_call, recorded_envelope
+from services.db.evidence import evidence_op, record_tool_call, recorded_envelope, repeats
 from services.db.journal import StaleLease
 from services.db.models import NodeExecution, WorkspaceCheckpoint
 from services.db.session import Database
@@ -102,6 +102,14 @@ class CallWrite:
         write_call(connection, self.execution_id, self.call_id, self.envelope,
                    self.checkpoint, epoch=self.epoch, owner=self.owner,
                    known_blobs=known_blobs)
+
+    def repeats(self, written: dict[tuple[str, str], dict[str, Any]]) -> bool:
+        """Whether it writes nothing after the evidence ``written`` earlier in the same
+        transaction (by execution and call id: a ``tool_result`` event's, which carries the
+        same envelope when the idempotency store records a call the loop ran)."""
+        first = written.get((self.execution_id, self.call_id))
+        return (self.checkpoint is None and first is not None
+                and repeats(first, self.envelope))
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         ops = [evidence_op(self.call_id, envelope=self.envelope, blobs=blobs)]

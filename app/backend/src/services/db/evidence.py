@@ -17,6 +17,7 @@ from services.db.base import utcnow
 from services.db.blobs import externalize, extract, hydrate
 from services.db.models import ToolCallRecord
 from services.db.session import Database, dialect_insert, dialect_name
+from services.db.sqlite_statements import Statement
 
 
 def _identity(call: dict[str, Any] | None, envelope: dict[str, Any] | None) -> dict[str, Any]:
@@ -72,12 +73,26 @@ def record_tool_call(
     if envelope is not None:
         values.update(_envelope_columns(envelope))
         values["envelope"] = externalize(session, execution_id, envelope, known=known_blobs)
-    session.execute(_upsert(session), {f"p_{key}": value for key, value in values.items()})
+    params = {f"p_{key}": value for key, value in values.items()}
+    if isinstance(session, Connection):
+        _statement(session).execute(session, params)
+    else:
+        session.execute(_upsert(session), params)
 
 
 _COLUMNS = ("execution_id", "call_id", "created_at", "cycle", "provider", "tool_name", "domain",
             "operation", "args", *ENVELOPE_COLUMNS)
 _UPSERTS: dict[str, Any] = {}
+_STATEMENTS: dict[str, Statement] = {}
+
+
+def _statement(connection: Connection) -> Statement:
+    """The upsert of the connection's dialect as a :class:`Statement` (one per dialect)."""
+    name = dialect_name(connection)
+    found = _STATEMENTS.get(name)
+    if found is None:
+        found = _STATEMENTS[name] = Statement(_upsert(connection))
+    return found
 
 
 def _upsert(session: Session | Connection) -> Any:
@@ -110,6 +125,17 @@ def _upsert(session: Session | Connection) -> Any:
         })
     _UPSERTS[name] = found
     return found
+
+
+def repeats(first: dict[str, Any], envelope: dict[str, Any]) -> bool:
+    """Whether recording ``envelope`` alone (no arguments, cycle or provider) changes nothing
+    in a row that :func:`record_tool_call` just wrote with ``first`` (its keyword arguments): the
+    row already holds that envelope (so its envelope columns, its time included, stay), a
+    name (so its identity stays), a provider that is not ``""`` (``NULLIF`` would make it
+    ``NULL``); its arguments, cycle and creation time stay whatever the second write holds."""
+    return (first.get("envelope") is not None and first["envelope"] == envelope
+            and _identity(first.get("call"), first["envelope"])["tool_name"] != ""
+            and first.get("provider") != "")
 
 
 def evidence_op(call_id: str, *, call: dict[str, Any] | None = None,

@@ -34,9 +34,10 @@ call read (:mod:`services.db.step_reads`), and hands it over: on PostgreSQL insi
 function call, so a tool step is two round trips, its two commits.
 
 Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop commits twice a
-step), their statements built once with bound parameters. A buffered journal keeps its
-connections for the loop: on PostgreSQL the one its function calls go over (and the reads before
-the calls with it), on SQLite one for its commits and one for those reads
+step), their statements built once with bound parameters; on SQLite the ones of every step run
+compiled once, on the DBAPI cursor (:mod:`services.db.sqlite_statements`). A buffered journal
+keeps its connections for the loop: on PostgreSQL the one its function calls go over (and the
+reads before the calls with it), on SQLite one for its commits and one for those reads
 (:mod:`services.db.journal_sqlite`).
 
 ``tool_call`` and ``tool_result`` events also write the ``tool_calls`` evidence row. Event data is
@@ -55,6 +56,7 @@ from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Table, bindparam, insert, update
 
+from services.db.base import utcnow
 from services.db.blobs import externalize
 from services.db.evidence import record_tool_call
 from services.db.executions import UnknownExecution
@@ -69,6 +71,7 @@ from services.db.journal_sqlite import SqliteHold
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
+from services.db.sqlite_statements import Statement
 from services.execution.errors import ExecutionError
 from services.execution.ports import AgentEvent, AgentEventKind, EventSink
 
@@ -79,11 +82,14 @@ class StaleLease(ExecutionError):
 
 _EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
 _EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
-_INSERT_EVENTS = insert(_EVENTS)
-_BUMP_SEQ = (
+_INSERT_EVENTS = Statement(insert(_EVENTS).values({
+    name: bindparam(name) for name in ("execution_id", "seq", "kind", "cycle", "data",
+                                       "created_at")}))
+_BUMP_SEQ = Statement(
     update(_EXECUTIONS)
     .where(_EXECUTIONS.c.id == bindparam("p_id"))
-    .values(event_seq=_EXECUTIONS.c.event_seq + bindparam("p_count"))
+    .values(event_seq=_EXECUTIONS.c.event_seq + bindparam("p_count"),
+            updated_at=bindparam("p_now"))
     .returning(_EXECUTIONS.c.event_seq, _EXECUTIONS.c.lease_epoch)
 )
 
@@ -208,6 +214,7 @@ class DbEventSink:
             if not events and not writes:
                 return 0
             self._events, self._writes = [], []  # written now, or (on error) never
+            writes = _without_repeats(events, writes)
             by_execution: dict[str, list[tuple[AgentEvent, dict[str, Any]]]] = {}
             for event, data in events:
                 by_execution.setdefault(event.execution_id, []).append((event, data))
@@ -280,10 +287,11 @@ class DbEventSink:
         last = self._bump_seq(connection, execution_id, len(batch))
         first = last - len(batch) + 1
         if batch:
-            connection.execute(_INSERT_EVENTS, [
+            _INSERT_EVENTS.execute_many(connection, [
                 {"execution_id": execution_id, "seq": first + index, "kind": event.kind.value,
                  "cycle": event.cycle,
-                 "data": externalize(connection, execution_id, data, known=known)}
+                 "data": externalize(connection, execution_id, data, known=known),
+                 "created_at": utcnow()}
                 for index, (event, data) in enumerate(batch)])
         for event, data in batch:
             found = _evidence_args(event, data)
@@ -294,8 +302,8 @@ class DbEventSink:
     def _bump_seq(self, connection: Connection, execution_id: str, count: int) -> int:
         """Reserve ``count`` sequence numbers (the row locked until commit, the lease epoch
         checked); answers the last one."""
-        row = connection.execute(_BUMP_SEQ, {"p_id": execution_id, "p_count": count}
-                                 ).one_or_none()
+        row = _BUMP_SEQ.execute(connection, {"p_id": execution_id, "p_count": count,
+                                             "p_now": utcnow()}).one_or_none()
         if row is None:
             raise UnknownExecution(execution_id)
         seq, epoch = row
@@ -306,6 +314,28 @@ class DbEventSink:
     def _stale(self, execution_id: str, epoch: int | None) -> StaleLease:
         return StaleLease(f"lease epoch {self._lease_epoch} is stale (now {epoch})",
                           details={"execution_id": execution_id})
+
+
+def _without_repeats(events: list[tuple[AgentEvent, dict[str, Any]]],
+                     writes: list[tuple[str, PendingWrite]]) -> list[tuple[str, PendingWrite]]:
+    """``writes`` without those that would change nothing after the evidence the events write
+    first in the same transaction (a write with a ``repeats(written)`` method says so: the
+    idempotency store's record of a call whose ``tool_result`` event carries it)."""
+    if not writes:
+        return writes
+    written: dict[tuple[str, str], dict[str, Any]] = {}
+    for event, data in events:
+        found = _evidence_args(event, data)
+        if found is not None:
+            written.setdefault((event.execution_id, found["call_id"]), found)
+    if not written:
+        return writes
+    kept = []
+    for execution_id, write in writes:
+        repeated = getattr(write, "repeats", None)
+        if repeated is None or not repeated(written):
+            kept.append((execution_id, write))
+    return kept
 
 
 def _evidence_args(event: AgentEvent, data: dict[str, Any]) -> dict[str, Any] | None:

@@ -101,7 +101,7 @@ class Redactor:
         for secret in self._secrets:
             if secret in value:
                 value = value.replace(secret, REDACTED)
-        if _ANY_PATTERN.search(value) is None:
+        if len(value) < _SHORTEST_MATCH or _ANY_PATTERN.search(value) is None:
             return value
         for pattern in _PATTERNS:
             value = pattern.sub(lambda m: m.group(1) + REDACTED, value)
@@ -109,15 +109,44 @@ class Redactor:
 
     def data(self, value: Any) -> Any:
         """A redacted copy of JSON-like ``value`` (dicts, lists, strings, scalars)."""
+        kind = value.__class__  # the exact JSON types first: no call for the common cases
+        if kind is str:
+            return self.text(value)
+        if kind is dict:
+            return self._mapping(value)
+        if kind is list:
+            return [self.data(item) for item in value]
+        if kind in _SCALARS:
+            return value
         if isinstance(value, str):
             return self.text(value)
         if isinstance(value, dict):
-            return {
-                key: REDACTED
-                if isinstance(item, str) and isinstance(key, str) and _SECRET_KEY.match(key)
-                else self.data(item)
-                for key, item in value.items()
-            }
+            return self._mapping(value)
         if isinstance(value, list | tuple):
             return [self.data(item) for item in value]
         return value
+
+    def _mapping(self, value: dict[Any, Any]) -> dict[Any, Any]:
+        return {
+            key: REDACTED if isinstance(item, str) and _secret_key(key) else self.data(item)
+            for key, item in value.items()
+        }
+
+
+_SCALARS = frozenset({int, float, bool, type(None)})
+# No pattern of _PATTERNS matches fewer characters (the URL password: "://u:p" and its "@").
+_SHORTEST_MATCH = 7
+_KEY_VERDICTS: dict[str, bool] = {}
+_KEY_VERDICTS_MAX = 4096
+
+
+def _secret_key(key: Any) -> bool:
+    """Whether ``key`` names a secret (:data:`_SECRET_KEY`), remembered per key."""
+    if key.__class__ is str and key in _KEY_VERDICTS:
+        return _KEY_VERDICTS[key]
+    if not isinstance(key, str):
+        return False
+    verdict = _SECRET_KEY.match(key) is not None
+    if key.__class__ is str and len(_KEY_VERDICTS) < _KEY_VERDICTS_MAX:
+        _KEY_VERDICTS[key] = verdict
+    return verdict

@@ -39,6 +39,7 @@ from sqlalchemy.orm import configure_mappers, sessionmaker
 
 from services.db import migrate
 from services.db.connection_loss import rerun, wait_for_reconnects
+from services.db.sqlite_statements import execute_sql
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings
 from services.telemetry.instrumentation import instrument_sqlalchemy
@@ -73,9 +74,9 @@ READ_ONLY_OPTION = "studio_read_only"
 
 def _sqlite_begin(connection: Any) -> None:
     if connection.get_execution_options().get(READ_ONLY_OPTION):
-        connection.exec_driver_sql("BEGIN")  # deferred: a WAL reader blocks no writer
+        execute_sql(connection, "BEGIN")  # deferred: a WAL reader blocks no writer
     else:
-        connection.exec_driver_sql("BEGIN IMMEDIATE")
+        execute_sql(connection, "BEGIN IMMEDIATE")
 
 
 def _private_file(path: Path) -> None:

@@ -28,11 +28,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, Literal
 
-from sqlalchemy import Connection, Row, Table, bindparam, literal_column, select, true
+from sqlalchemy import Connection, Table, bindparam, literal_column, select, true
 
 from services.db.base import utcnow
 from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting, Team, TeamSpend
 from services.db.session import Database
+from services.db.sqlite_statements import Statement
 from services.db.team_budget import TeamState, month_of, to_micros
 
 MAX_AGE_S = 0.5
@@ -62,6 +63,9 @@ _READ = (
            _SETTINGS.c.key, _SETTINGS.c.value)
     .select_from(_ONE.outerjoin(_SETTINGS, true()))
 )
+_READ_STATEMENT = Statement(_READ)
+_READ_COLUMNS = ("cancel", "spent", "overflow", "team_id", "team_spent", "team_overflow",
+                 "team_budget", "key", "value")
 
 
 @dataclass(frozen=True)
@@ -124,7 +128,7 @@ class StepReads:
 
     def read_in(self, connection: Connection) -> StepState:
         """The state, read in ``connection``'s transaction (a journal commit's, SQLite)."""
-        return _from_rows(connection.execute(_READ, self._params()).all())
+        return _from_rows(_READ_STATEMENT.execute(connection, self._params()).rows)
 
     def _params(self) -> dict[str, Any]:
         today = utcnow().date()
@@ -138,16 +142,16 @@ class StepReads:
     def _read(self) -> StepState:
         params = self._params()
         read = self._through or self.db.read
-        rows = read("step read", lambda connection: connection.execute(
-            _READ, params).all())  # run again on a fresh connection if the one used drops
+        rows = read("step read", lambda connection: _READ_STATEMENT.execute(
+            connection, params).rows)  # run again on a fresh connection if the one used drops
         self.statements += 1
         return _from_rows(rows)
 
 
-def _from_rows(rows: Sequence[Row[Any, Any, Any, Any, Any, Any, Any, Any, Any]]) -> StepState:
-    first = rows[0]
-    return _state(first._mapping, {str(row.key): row.value for row in rows
-                                   if row.key is not None})
+def _from_rows(rows: Sequence[tuple[Any, ...]]) -> StepState:
+    """The state from the read's rows (one per stored setting, or one: :data:`_READ_COLUMNS`)."""
+    return _state(dict(zip(_READ_COLUMNS, rows[0], strict=True)),
+                  {str(row[7]): row[8] for row in rows if row[7] is not None})
 
 
 def _state(found: Any, settings: dict[str, Any]) -> StepState:

@@ -28,6 +28,7 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from services.db.base import utcnow
 from services.db.models import Team, TeamBudgetAlert, TeamSpend
 from services.db.session import Database, dialect_insert
+from services.db.sqlite_statements import Statement
 
 log = logging.getLogger(__name__)
 
@@ -145,16 +146,19 @@ class TeamLayer:
         return TeamCharge(team_id, this_month(), micros)
 
 
-_ENSURE_MONTH: dict[str, Any] = {}
+_ENSURE_MONTH: dict[str, Statement] = {}
+_TEAM_STATEMENT = Statement(_TEAM)  # (name, notify_url, monthly_budget_usd)
+_ADMIT_STATEMENT = Statement(_ADMIT)
+_OVERFLOW_STATEMENT = Statement(_OVERFLOW)
 
 
-def _ensure_month(connection: Connection) -> Any:
+def _ensure_month(connection: Connection) -> Statement:
     """The month's row made if missing (``INSERT ... ON CONFLICT DO NOTHING``), built once per
     dialect."""
     name = connection.dialect.name
     found = _ENSURE_MONTH.get(name)
     if found is None:
-        found = _ENSURE_MONTH[name] = (
+        found = _ENSURE_MONTH[name] = Statement(
             dialect_insert(connection)(_SPEND)
             .values(team_id=bindparam("p_team"), month=bindparam("p_month"), spent_micros=0,
                     overflow_micros=0, updated_at=bindparam("p_now"))
@@ -177,16 +181,16 @@ class TeamCharge:
         """The ledger and the alert rows in ``connection``'s transaction (SQLite, and
         :meth:`TeamLayer.charge`); the new alerts wait in :attr:`found` for the commit."""
         key = {"p_team": self.team_id, "p_month": self.month}
-        team = connection.execute(_TEAM, key).one_or_none()
-        budget = (to_micros(float(team.monthly_budget_usd))
-                  if team is not None and team.monthly_budget_usd is not None else None)
-        connection.execute(_ensure_month(connection), {**key, "p_now": utcnow()})
-        totals = connection.execute(_ADMIT, {
+        team = _TEAM_STATEMENT.execute(connection, key).one_or_none()
+        budget = (to_micros(float(team[2]))
+                  if team is not None and team[2] is not None else None)
+        _ensure_month(connection).execute(connection, {**key, "p_now": utcnow()})
+        totals = _ADMIT_STATEMENT.execute(connection, {
             **key, "p_micros": self.micros, "p_now": utcnow(),
             "p_limit": budget if budget is not None else NO_LIMIT}).one_or_none()
         if totals is None:
-            totals = connection.execute(_OVERFLOW, {**key, "p_micros": self.micros,
-                                                    "p_now": utcnow()}).one()
+            totals = _OVERFLOW_STATEMENT.execute(connection, {
+                **key, "p_micros": self.micros, "p_now": utcnow()}).one()
         if team is None or budget is None or budget <= 0:
             return
         after = int(totals[0]) + int(totals[1])
@@ -198,9 +202,9 @@ class TeamCharge:
                         attempts=0)
                 .on_conflict_do_nothing(index_elements=["team_id", "month", "threshold"]))
             if inserted.rowcount:
-                self.found.append(TeamAlert(self.team_id, str(team.name), self.month,
+                self.found.append(TeamAlert(self.team_id, str(team[0]), self.month,
                                             threshold, after / MICROS, budget / MICROS,
-                                            team.notify_url))
+                                            team[1]))
 
     def as_ops(self, blobs: dict[str, bytes]) -> list[dict[str, Any]]:
         """Its operation for ``studio_journal_commit`` (migration 0021)."""

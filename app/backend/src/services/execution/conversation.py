@@ -81,6 +81,8 @@ class TokenCounter:
 
     def __init__(self) -> None:
         self._sizes: dict[int, tuple[Message, int]] = {}
+        self._counted: list[Message] = []  # the last list totalled, and its total
+        self._total = 0
 
     def size(self, message: Message) -> int:
         hit = self._sizes.get(id(message))
@@ -91,10 +93,23 @@ class TokenCounter:
         return tokens
 
     def total(self, messages: list[Message]) -> int:
+        """The sum of the messages' sizes; a list that starts with the whole list totalled last
+        time (the same objects: a turn appends) adds only its new messages' sizes."""
         if len(self._sizes) > 2 * len(messages) + 16:  # forget replaced messages
             live = {id(m) for m in messages}
             self._sizes = {k: v for k, v in self._sizes.items() if k in live}
-        return sum(self.size(m) for m in messages)
+        counted = self._counted
+        same = 0
+        for new, old in zip(messages, counted, strict=False):
+            if new is not old:
+                break
+            same += 1
+        if same == len(counted):
+            total = self._total + sum([self.size(m) for m in messages[same:]])
+        else:
+            total = sum([self.size(m) for m in messages])
+        self._counted, self._total = list(messages), total
+        return total
 
 
 def elide_old_outputs(messages: list[Message], token_budget: int,

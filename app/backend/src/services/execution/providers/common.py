@@ -79,28 +79,40 @@ def envelope_text(part: ToolResultPart) -> str:
 
 class WireCache(Generic[T]):
     """Each message's wire form, built once per message object (messages are frozen and replaced,
-    never changed in place); entries for messages no longer sent are dropped."""
+    never changed in place); entries for messages no longer sent are dropped.
+
+    A turn sends the previous turn's messages and one or two more: the longest run of the same
+    message objects at the start is taken from the last render as it is, without a lookup per
+    message (the per-turn cost does not grow with the history); the rest are looked up by
+    object, or built."""
 
     def __init__(self, build: Callable[[Message], T]) -> None:
         self._build = build
-        self._entries: dict[int, tuple[Message, T]] = {}
+        self._sent: list[Message] = []
+        self._values: list[T] = []
         self.builds = 0  # how many conversions ran (tests check the cache is used)
 
     def render(self, messages: Sequence[Message]) -> list[T]:
-        fresh: dict[int, tuple[Message, T]] = {}
-        out: list[T] = []
-        for message in messages:
-            key = id(message)
-            hit = self._entries.get(key)
-            if hit is not None and hit[0] is message:
-                value = hit[1]
-            else:
-                value = self._build(message)
-                self.builds += 1
-            fresh[key] = (message, value)
-            out.append(value)
-        self._entries = fresh
-        return out
+        sent = self._sent
+        same = 0
+        for new, old in zip(messages, sent, strict=False):
+            if new is not old:
+                break
+            same += 1
+        out = self._values[:same]
+        if same < len(messages):
+            earlier = ({id(m): (m, v) for m, v in zip(sent[same:], self._values[same:],
+                                                      strict=True)}
+                       if same < len(sent) else {})
+            for message in messages[same:]:
+                hit = earlier.get(id(message))
+                if hit is not None and hit[0] is message:
+                    out.append(hit[1])
+                else:
+                    out.append(self._build(message))
+                    self.builds += 1
+        self._sent, self._values = list(messages), out
+        return list(out)
 
 
 class KeyedCache(Generic[T]):
@@ -125,4 +137,4 @@ def dumps(value: Any) -> bytes:
 
 
 def join_json_array(fragments: Iterable[bytes]) -> bytes:
-    return b"[" + b",".join(f for f in fragments if f) + b"]"
+    return b"[" + b",".join([f for f in fragments if f]) + b"]"

@@ -275,8 +275,25 @@ def openai_args_to_neutral(tool_name: str, args: Any, neutral_schema: Schema) ->
     """
     if not isinstance(args, dict):
         raise ValueError(f"arguments of {tool_name} are not a JSON object")
-    result = _to_neutral(args, inline_refs(neutral_schema))
+    result = _to_neutral(args, _inlined(neutral_schema))
     return result if isinstance(result, dict) else args
+
+
+_INLINED: dict[int, tuple[Schema, Schema]] = {}
+_INLINED_MAX = 256
+
+
+def _inlined(schema: Schema) -> Schema:
+    """:func:`inline_refs` of ``schema``, remembered per schema object (a run's tools keep
+    theirs: each call's arguments would inline it again); read, never changed."""
+    hit = _INLINED.get(id(schema))
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    inlined = inline_refs(schema)
+    if len(_INLINED) >= _INLINED_MAX:
+        _INLINED.clear()
+    _INLINED[id(schema)] = (schema, inlined)
+    return inlined
 
 
 def _to_neutral(value: Any, schema: Any) -> Any:
