@@ -42,6 +42,7 @@ WARM_MODULES: tuple[str, ...] = (
     "services.db.executions",
     "services.db.session",
     "services.runs.service",
+    "services.runs.legacy_runtime",  # the service imports it for a legacy run only
     "services.telemetry.tracing",
     "services.execution.providers.codex",
     "services.execution.providers.claude",
