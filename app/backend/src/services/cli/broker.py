@@ -1,5 +1,5 @@
 """The broker's dispatchers for the commands that may resume an execution (``executions
-approve|deny|retry``, ``killswitch off``), imported only when ``STUDIO_BROKER_URL`` is set.
+approve|deny|retry|discard``, ``killswitch off``), imported only when ``STUDIO_BROKER_URL`` is set.
 
 Without a broker these commands dispatch nothing (they say how to resume the execution instead),
 so they need neither Celery nor the worker's task bodies (the admission check, the executors, the
