@@ -244,7 +244,6 @@ def test_a_sqlite_database_loads_no_postgresql_dialect(tmp_path: Path,
     assert matching(modules, POSTGRESQL_DIALECT) == []
 
 
-@pytest.mark.usefixtures("pg_admin")
 def test_a_postgresql_database_loads_its_dialect(tmp_path: Path, postgres_url: str) -> None:
     """Positive control of the check above: the same command on PostgreSQL loads the dialect
     (the engine loads it itself)."""
