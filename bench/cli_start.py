@@ -35,15 +35,31 @@ own scheduling group (``setsid`` and its ``/proc/self/autogroup`` nice, as root)
 users' processes off that CPU for the run.
 
 Before and after in one run: ``--baseline SRC`` (the ``app/backend/src`` directory of another
-checkout, e.g. ``git archive`` of main unpacked under /tmp) adds the three ``studio`` commands
+checkout, e.g. ``git archive`` of main unpacked under /tmp) adds every ``studio`` command
 again with ``SRC`` first on ``PYTHONPATH`` (same interpreter and packages, that tree's sources),
 named ``before: ...``; they are interleaved with the others like any command::
 
     .venv/bin/python -m bench.cli_start --baseline /tmp/base-cli/app/backend/src
+    .venv/bin/python -m bench.cli_start --commands database --reps 9 \
+        --baseline /tmp/base-cli/app/backend/src
 
-Target: each ``studio`` command within 0.25 s of the reference (wall time). For every command the
-script also prints, from one ``-X importtime`` run, the top-level packages that cost the most to
-import beyond the reference's own: where the target is missed, that is where the time goes.
+The database commands the test suite starts most (``--commands database``, or ``all``, the
+default), each on an embedded SQLite database of the run's own (no broker) holding one replay
+execution that the script records first:
+
+- ``studio executions show ID --json``, ``executions list --json``, ``executions logs ID``;
+- ``studio settings get max_iterations``, ``studio teams list --json``;
+- ``studio executions deny ID APPROVAL`` (an approval that does not exist: the command loads
+  what a real decision loads, then exits 1), ``studio killswitch off``;
+- ``studio run --provider replay`` on a one-file directory (two model turns, one tool call).
+
+For them the figure is the CPU time against ``--baseline`` (``cpu / before``), not the wall-time
+target.
+
+Target: each ``studio`` start command within 0.25 s of the reference (wall time). For every
+command the script also prints, from one ``-X importtime`` run, the top-level packages that cost
+the most to import beyond the reference's own: where the target is missed, that is where the time
+goes.
 Results go to ``bench/results/cli_start.json`` (git-ignored); the exit status is 0 whatever the
 numbers.
 """
@@ -92,14 +108,49 @@ app(["--help"])
 BASELINE_PREFIX = "before: "
 
 
-def commands(workspace: Path, baseline: Path | None = None) -> dict[str, list[str]]:
+START_NAMES = ("studio --help", "studio tools list", "studio tools call")
+
+
+def start_commands(workspace: Path) -> dict[str, list[str]]:
     studio = studio_argv()
-    studio_commands = {
+    return {
         "studio --help": [*studio, "--help"],
         "studio tools list": [*studio, "tools", "list"],
         "studio tools call": [*studio, "tools", "call", "workspace.list_dir",
                               "--workspace", str(workspace)],
     }
+
+
+def replay_run(workspace: Path) -> list[str]:
+    """``studio run`` of a two-turn replay script (one ``workspace.list_dir``) on ``workspace``."""
+    script = workspace.parent / "script.json"
+    script.write_text(json.dumps({"turns": [
+        {"tool_calls": [{"tool": "workspace.list_dir", "args": {"path": "."}}]},
+        {"final": "done"}]}))
+    return [*studio_argv(), "run", "list it", "--workspace", str(workspace), "--provider",
+            "replay", "--script", str(script), "--json"]
+
+
+def database_commands(workspace: Path, execution_id: str) -> dict[str, list[str]]:
+    studio = studio_argv()
+    return {
+        "studio executions show": [*studio, "executions", "show", execution_id, "--json"],
+        "studio executions list": [*studio, "executions", "list", "--json"],
+        "studio executions logs": [*studio, "executions", "logs", execution_id],
+        "studio settings get": [*studio, "settings", "get", "max_iterations"],
+        "studio teams list": [*studio, "teams", "list", "--json"],
+        "studio executions deny": [*studio, "executions", "deny", execution_id,
+                                   "00000000-0000-4000-8000-000000000000"],
+        "studio killswitch off": [*studio, "killswitch", "off"],
+        "studio run (replay)": replay_run(workspace),
+    }
+
+
+def commands(workspace: Path, baseline: Path | None = None, which: str = "all",
+             execution_id: str = "") -> dict[str, list[str]]:
+    studio_commands = start_commands(workspace) if which in ("start", "all") else {}
+    if which in ("database", "all"):
+        studio_commands |= database_commands(workspace, execution_id)
     before = {} if baseline is None else {
         BASELINE_PREFIX + name: argv for name, argv in studio_commands.items()}
     return {
@@ -114,12 +165,20 @@ def commands(workspace: Path, baseline: Path | None = None) -> dict[str, list[st
 BASELINE_SOURCES: list[Path] = []
 
 
+# The database commands' own data directory (an embedded SQLite database), set by main().
+DATA_DIR: list[Path] = []
+# Variables that would point a command at another database or at a broker.
+DROPPED = ("PYTHONDONTWRITEBYTECODE", "STUDIO_DATABASE_URL", "STUDIO_BROKER_URL")
+
+
 def environment(name: str = "") -> dict[str, str]:
     """This environment, but writing bytecode: an installed command runs from cached ``.pyc``
     files, and the warm-up writes them (``PYTHONDONTWRITEBYTECODE`` would have every run compile
     every changed module from source). A ``before: ...`` command gets the baseline's sources
-    first on ``PYTHONPATH``."""
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    first on ``PYTHONPATH``. Every command uses the run's own data directory, no broker."""
+    env = {k: v for k, v in os.environ.items() if k not in DROPPED}
+    if DATA_DIR:
+        env["STUDIO_DATA_DIR"] = str(DATA_DIR[0])
     if name.startswith(BASELINE_PREFIX) and BASELINE_SOURCES:
         env["PYTHONPATH"] = os.pathsep.join(
             [str(BASELINE_SOURCES[0]), *filter(None, [env.get("PYTHONPATH")])])
@@ -179,7 +238,7 @@ def report(cmds: dict[str, list[str]],
         walls, cpus = [w for w, _ in times[name]], [c for _, c in times[name]]
         median, cpu = statistics.median(walls), statistics.median(cpus)
         diff = median - reference
-        verdict = "" if not name.removeprefix(BASELINE_PREFIX).startswith("studio") else (
+        verdict = "" if name.removeprefix(BASELINE_PREFIX) not in START_NAMES else (
             "MET" if diff <= TARGET_S else f"MISS by {diff - TARGET_S:.3f} s")
         print(f"{name:<34} {median:>9.3f} {min(walls):>7.3f} {diff:>8.3f} "
               f"{median / reference:>5.2f}x {cpu:>6.3f} {cpu - reference_cpu:>6.3f}  {verdict}")
@@ -187,6 +246,15 @@ def report(cmds: dict[str, list[str]],
                      "minus_reference_s": diff, "ratio": median / reference,
                      "cpu_median_s": cpu, "cpu_minus_reference_s": cpu - reference_cpu,
                      "verdict": verdict, "times_s": walls, "cpu_s": cpus})
+    for name in names:
+        before = BASELINE_PREFIX + name
+        if before in times:
+            cpu = statistics.median(c for _, c in times[name])
+            cpu_before = statistics.median(c for _, c in times[before])
+            print(f"  {name}: cpu {cpu:.3f} s against {cpu_before:.3f} s before: "
+                  f"{cpu / cpu_before:.2f}x ({(1 - cpu / cpu_before) * 100:.0f} % less)")
+            row = next(r for r in rows if r["command"] == name)
+            row.update(cpu_before_s=cpu_before, cpu_ratio_to_before=cpu / cpu_before)
     for name in names[1:]:
         extra = import_costs(cmds[name], name) - base_costs
         top = ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in extra.most_common(8))
@@ -213,6 +281,8 @@ def main() -> None:
                         help="pin everything to these CPUs (comma-separated)")
     parser.add_argument("--hogs", type=int, default=0,
                         help="CPU-bound processes kept running during the measurement")
+    parser.add_argument("--commands", choices=("start", "database", "all"), default="all",
+                        help="the start commands, the database commands, or both")
     parser.add_argument("--baseline", type=Path,
                         help="another checkout's app/backend/src: its studio commands measured "
                              "too, as 'before: ...'")
@@ -224,9 +294,17 @@ def main() -> None:
     load_before = os.getloadavg()[0]
     hogs = start_hogs(options.hogs)
     try:
-        with tempfile.TemporaryDirectory() as workspace:
-            (Path(workspace) / "README.md").write_text("sample\n")
-            cmds = commands(Path(workspace), options.baseline)
+        with tempfile.TemporaryDirectory() as scratch:
+            workspace = Path(scratch) / "ws"
+            workspace.mkdir()
+            (workspace / "README.md").write_text("sample\n")
+            DATA_DIR[:] = [Path(scratch) / "data"]
+            execution_id = ""
+            if options.commands != "start":  # one execution for show, logs and deny to read
+                done = subprocess.run(replay_run(workspace), env=environment(),
+                                      capture_output=True, text=True, check=True)
+                execution_id = json.loads(done.stdout.splitlines()[-1])["execution_id"]
+            cmds = commands(workspace, options.baseline, options.commands, execution_id)
             times = measure(cmds, options.reps)
             rows = report(cmds, times)
     finally:

@@ -4,7 +4,8 @@ Each case runs the real ``studio`` entry point in a subprocess through a small w
 the command has finished, writes the names in ``sys.modules`` to a file. ``studio --help``,
 ``studio tools list`` and ``studio tools call`` must not load SQLAlchemy, MCP, Celery, FastAPI, the
 kubernetes client or any provider SDK: those are imported by the commands that use them, when they
-run.
+run. The database commands the suite starts most load what they use and no more: no broker side
+without a broker, no PostgreSQL dialect on SQLite, no legacy agent CLI runtime for a loop run.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from tests.integration.databases import write_migrated_sqlite
 
 WRAPPER = """
 import json, sys
@@ -41,11 +44,15 @@ FORBIDDEN = (
 )
 
 
-def loaded_modules(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
-    """Run ``studio ARGS`` with its own data directory (an embedded SQLite database)."""
+def loaded_modules(tmp_path: Path, *args: str,
+                   **variables: str) -> tuple[subprocess.CompletedProcess[str], set[str]]:
+    """Run ``studio ARGS`` with its own data directory (an embedded SQLite database), no broker,
+    and the environment ``variables`` on top."""
     out = tmp_path / "modules.json"
     env = {**os.environ, "STUDIO_DATA_DIR": str(tmp_path / "data")}
     env.pop("STUDIO_DATABASE_URL", None)
+    env.pop("STUDIO_BROKER_URL", None)
+    env.update(variables)
     proc = subprocess.run([sys.executable, "-c", WRAPPER, str(out), *args], capture_output=True,
                           text=True, timeout=120, check=False, env=env)
     return proc, set(json.loads(out.read_text()))
@@ -178,3 +185,86 @@ def test_the_run_path_loads_no_sdk_it_does_not_call_before_the_model() -> None:
     modules = set(json.loads(proc.stdout))
     late = ("claude_agent_sdk", "mcp", "mcp_types", "github", "alembic", "cryptography")
     assert sorted(m for m in modules if any(m == f or m.startswith(f + ".") for f in late)) == []
+
+
+def matching(modules: set[str], names: tuple[str, ...]) -> list[str]:
+    """The modules of ``modules`` that are one of ``names`` or inside one of them."""
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+# What dispatching to a broker loads: Celery, and the worker's task bodies behind the dispatcher
+# (admission, executors, the reaper). A command that resumes an execution needs them only when
+# STUDIO_BROKER_URL is set; without one it says how to resume the execution instead.
+BROKER_SIDE = ("celery", "kombu", "services.worker.dispatch", "services.worker.handlers",
+               "services.worker.flowchart_tasks", "services.runs.reaper", "services.executors")
+UNKNOWN_ID = "00000000-0000-4000-8000-000000000000"
+
+
+@pytest.mark.parametrize(("args", "expected_code"), [
+    (("executions", "approve", UNKNOWN_ID, UNKNOWN_ID), 1),
+    (("executions", "deny", UNKNOWN_ID, UNKNOWN_ID), 1),
+    (("executions", "retry", UNKNOWN_ID), 1),
+    (("executions", "discard", UNKNOWN_ID), 1),
+    (("killswitch", "off"), 0),
+], ids=["approve", "deny", "retry", "discard", "killswitch-off"])
+def test_without_a_broker_nothing_of_the_broker_side_is_imported(
+        tmp_path: Path, args: tuple[str, ...], expected_code: int) -> None:
+    proc, modules = loaded_modules(tmp_path, *args)
+    assert proc.returncode == expected_code, proc.stderr
+    assert "services.db.session" in modules  # the command got as far as the database
+    assert matching(modules, BROKER_SIDE) == []
+
+
+def test_with_a_broker_the_dispatcher_is_imported(tmp_path: Path) -> None:
+    """Positive control of the check above: with a broker (nothing paused, so nothing is sent
+    and the broker is never reached), ``killswitch off`` does load the dispatcher."""
+    proc, modules = loaded_modules(tmp_path, "killswitch", "off",
+                                   STUDIO_BROKER_URL="redis://127.0.0.1:1/0")
+    assert proc.returncode == 0, proc.stderr
+    assert {"celery", "services.worker.dispatch"} <= set(matching(modules, BROKER_SIDE))
+
+
+POSTGRESQL_DIALECT = ("sqlalchemy.dialects.postgresql", "psycopg")
+
+
+@pytest.mark.parametrize("args", [
+    ("executions", "list", "--json"),
+    ("executions", "show", UNKNOWN_ID, "--json"),
+    ("settings", "get", "max_iterations"),
+    ("teams", "list", "--json"),
+], ids=["executions-list", "executions-show", "settings-get", "teams-list"])
+def test_a_sqlite_database_loads_no_postgresql_dialect(tmp_path: Path,
+                                                       args: tuple[str, ...]) -> None:
+    """On an embedded database at head (migrating one runs migration scripts that do use
+    PostgreSQL's types)."""
+    write_migrated_sqlite(tmp_path / "data" / "studio.db")
+    proc, modules = loaded_modules(tmp_path, *args)
+    assert proc.returncode == (1 if args[1] == "show" else 0), proc.stderr
+    assert "sqlalchemy.dialects.sqlite" in modules  # the control: SQLite's dialect is there
+    assert matching(modules, POSTGRESQL_DIALECT) == []
+
+
+def test_a_postgresql_database_loads_its_dialect(tmp_path: Path, postgres_url: str) -> None:
+    """Positive control of the check above: the same command on PostgreSQL loads the dialect
+    (the engine loads it itself)."""
+    proc, modules = loaded_modules(tmp_path, "executions", "list", "--json",
+                                   STUDIO_DATABASE_URL=postgres_url)
+    assert proc.returncode == 0, proc.stderr
+    assert "sqlalchemy.dialects.postgresql.psycopg" in modules
+
+
+# What only the legacy runtime (a provider's own agent CLI) loads.
+LEGACY_RUNTIME = ("services.runs.legacy_runtime", "services.execution.legacy", "h11")
+
+
+def test_a_loop_run_loads_no_legacy_runtime(tmp_path: Path, workspace: Path) -> None:
+    script = tmp_path / "script.json"
+    script.write_text(json.dumps({"turns": [
+        {"tool_calls": [{"tool": "workspace.list_dir", "args": {"path": "."}}]},
+        {"final": "done"}]}))
+    proc, modules = loaded_modules(tmp_path, "run", "list it", "--workspace", str(workspace),
+                                   "--provider", "replay", "--script", str(script), "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.splitlines()[-1])["outcome"] == "finished"
+    assert "services.runs.loop" in modules  # the control: the loop ran
+    assert matching(modules, LEGACY_RUNTIME) == []

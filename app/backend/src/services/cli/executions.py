@@ -287,43 +287,41 @@ def _decide(execution_id: str, approval_id: str, decision: str, reason: str | No
     broker when one is configured; otherwise say how to resume it)."""
     import getpass
 
+    from services.cli.broker import broker_dispatch
     from services.db.approvals import node_of
     from services.db.executions import ExecutionRepository
     from services.db.redaction import Redactor
     from services.execution.errors import ExecutionError
     from services.runs.approvals import decide_approval
     from services.settings import get_settings
-    from services.worker.dispatch import Dispatcher
-    from services.worker.flowchart_tasks import flowchart_dispatch
-    from services.worker.names import broker_url
 
     if reason is not None and len(reason) > MAX_REASON:
         typer.echo(f"studio: invalid_arguments: --reason is over {MAX_REASON} characters",
                    err=True)
         raise typer.Exit(2)
     settings = get_settings()
-    brokered = broker_url(settings) is not None
     db = open_db()
     try:
+        broker = broker_dispatch(settings, db)
         if ExecutionRepository(db).get(execution_id) is None:
             typer.echo(f"studio: no execution {execution_id}", err=True)
             raise typer.Exit(1)
         decided = decide_approval(
             db, execution_id, approval_id, decision, by=f"cli:{getpass.getuser()}",
-            reason=reason, dispatch=Dispatcher(settings, db=db) if brokered else None,
+            reason=reason, dispatch=broker.execution if broker is not None else None,
             redactor=Redactor.from_settings(settings),
-            dispatch_node=flowchart_dispatch(settings))
+            dispatch_node=broker.node if broker is not None else None)
         node = node_of(db, execution_id)
     except ExecutionError as exc:
         typer.echo(f"studio: {exc}", err=True)  # "code: message"
-        if exc.details.get("resumed") and not brokered:  # approval_expired: denied, queued
+        if exc.details.get("resumed") and broker is None:  # approval_expired: denied, queued
             _resume_hint(execution_id, node_of(db, execution_id))
         raise typer.Exit(1) from exc
     finally:
         db.dispose()
     typer.echo(_compact({"approval": decided.approval, "changed": decided.changed,
                          "resumed": decided.resume}))
-    if decided.resume and not brokered:
+    if decided.resume and broker is None:
         _resume_hint(execution_id, node)
 
 
@@ -362,26 +360,24 @@ def _dead_letter(execution_id: str, action: str) -> None:
     dispatched (to the broker when one is configured; else the command says how to run it)."""
     import getpass
 
+    from services.cli.broker import broker_dispatch
     from services.db.executions import ExecutionRepository, execution_to_json
     from services.execution.errors import ExecutionError
     from services.runs.retries import discard, redrive
     from services.settings import get_settings
-    from services.worker.dispatch import Dispatcher
-    from services.worker.flowchart_tasks import flowchart_dispatch
-    from services.worker.names import broker_url
 
     settings = get_settings()
-    brokered = broker_url(settings) is not None
     hints: list[str] = []
     db = open_db()
     try:
+        broker = broker_dispatch(settings, db)
         if ExecutionRepository(db).get(execution_id) is None:
             typer.echo(f"studio: no execution {execution_id}", err=True)
             raise typer.Exit(1)
         actor = f"cli:{getpass.getuser()}"
-        node_dispatch = flowchart_dispatch(settings)
+        node_dispatch = broker.node if broker is not None else None
         if action == "retry":
-            dispatch = Dispatcher(settings, db=db) if brokered else hints.append
+            dispatch = broker.execution if broker is not None else hints.append
             redrive(db, execution_id, actor, dispatch, node_dispatch)
         else:
             discard(db, execution_id, actor, node_dispatch)

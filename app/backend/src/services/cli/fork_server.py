@@ -55,6 +55,7 @@ WARM_MODULES: tuple[str, ...] = (
     "services.db.executions",
     "services.db.session",
     "services.runs.service",
+    "services.runs.legacy_runtime",  # the service imports it for a legacy run only
     "services.telemetry.tracing",
     "services.execution.providers.profiles",
     "services.execution.providers.replay",

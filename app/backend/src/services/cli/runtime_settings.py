@@ -47,22 +47,20 @@ def _store(key: str, value: Any) -> Any:
 def _resume_paused(db: Database) -> None:
     """The kill switch was released: dispatch what it paused (with a broker; without one, say
     how to resume them, since nothing else runs them)."""
+    from services.cli.broker import broker_dispatch
     from services.db.pauses import PauseStore
     from services.runs.pauses import redispatch_paused
     from services.settings import get_settings
-    from services.worker.dispatch import Dispatcher
-    from services.worker.flowchart_tasks import flowchart_dispatch
-    from services.worker.names import broker_url
 
-    settings = get_settings()
-    if broker_url(settings) is None:
+    broker = broker_dispatch(get_settings())
+    if broker is None:
         paused = PauseStore(db).paused()
         if paused:
             typer.echo(f"{len(paused)} paused executions; without STUDIO_BROKER_URL nothing "
                        "dispatches them: run `studio execute ID` for each, or release the kill "
                        "switch through the API (`PUT /api/killswitch`)", err=True)
         return
-    resumed = redispatch_paused(db, Dispatcher(settings), flowchart_dispatch(settings))
+    resumed = redispatch_paused(db, broker.execution, broker.node)
     if resumed:
         typer.echo(f"resumed {len(resumed)} paused executions", err=True)
 

@@ -43,7 +43,6 @@ from services.execution.tool_domains.git.runner import GitAuthor
 from services.runs.agent_setup import stored_mcp
 from services.runs.approvals import approval_gate
 from services.runs.legacy_agent import legacy_profile_refusal
-from services.runs.legacy_runtime import run_legacy
 from services.runs.loop import LoopInputs, LoopWiring, run_loop
 from services.runs.request import ExecutionRequest
 from services.runs.results import cutover_refusal
@@ -137,6 +136,10 @@ class AttemptScope:
 
     def run(self, inputs: LoopInputs, ctx: ToolDomainContext, wiring: LoopWiring, *,
             legacy: bool) -> RunResult:
-        """Run the loop once, or the provider's agent CLI on the legacy runtime."""
-        runner = run_legacy if legacy else run_loop
-        return runner(self.settings, inputs, ctx, wiring, self.sinks, self.redactor)
+        """Run the loop once, or the provider's agent CLI on the legacy runtime (imported for
+        a legacy run only: its adapters and relays are no part of a loop run's start)."""
+        if legacy:
+            from services.runs.legacy_runtime import run_legacy
+
+            return run_legacy(self.settings, inputs, ctx, wiring, self.sinks, self.redactor)
+        return run_loop(self.settings, inputs, ctx, wiring, self.sinks, self.redactor)
