@@ -13,9 +13,11 @@ One run: a real ``studio api --port 0`` (no broker, a new SQLite database, a git
 seeded repository, as ``tests/integration/api`` starts it), ``--executions`` replay executions
 created over HTTP one after the other, each waited for (each clones the repository, writes a
 file, answers; as the API tests' executions do), then ``SIGTERM``. Its CPU is the API's process
-tree, reaped with ``wait4``: the API, every ``studio execute`` child, the fork server and the
-children it forked (each reaped by its parent, so counted in the API's rusage); git's server side
-runs in this process and is not counted. The same with no execution gives the API's own cost
+tree, reaped with ``wait4``: the API, every ``studio execute`` child (reaped by the API), the
+fork server and the children it forked (the API dies of the ``SIGTERM`` uvicorn raises again and
+never reaps its fork server: this script is the subreaper that reaps it, with the children it
+forked and reaped in its rusage); git's server side runs in this process and is not counted.
+The same with no execution gives the API's own cost
 (start, idle, stop); the difference over ``--executions`` is the CPU per execution, the fork
 server's warm-up included for ``fork``. ``exec`` (the setting off) is the code path every
 broker-less API took before this change (the baseline). The variants alternate within each
@@ -27,6 +29,7 @@ whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import ctypes
 import os
 import re
 import signal
@@ -59,6 +62,7 @@ SCRIPT = {"turns": [
     {"final": "done"},
 ]}
 VARIANTS = {"exec": "false", "fork": "true"}
+PR_SET_CHILD_SUBREAPER = 36
 
 
 def one_run(variant: str, executions: int) -> float:
@@ -99,7 +103,27 @@ def one_run(variant: str, executions: int) -> float:
             process.send_signal(signal.SIGTERM)
             _, status, usage = os.wait4(process.pid, 0)
             process.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime
+            cpu = usage.ru_utime + usage.ru_stime + orphans_cpu()
+    return cpu
+
+
+def orphans_cpu(quiet_s: float = 2.0) -> float:
+    """The CPU of the API's descendants that outlived it, reaped here (this process is their
+    subreaper): the API dies of the ``SIGTERM`` uvicorn raises again, so it never reaps its fork
+    server, which dies with it (``PR_SET_PDEATHSIG``); the server's rusage holds the children it
+    forked and reaped."""
+    total, last = 0.0, time.monotonic()
+    while time.monotonic() - last < quiet_s:
+        try:
+            pid, _, usage = os.wait4(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            time.sleep(0.05)
+            continue
+        total += usage.ru_utime + usage.ru_stime
+        last = time.monotonic()
+    return total
 
 
 def main() -> None:
@@ -107,6 +131,10 @@ def main() -> None:
     parser.add_argument("--executions", type=int, default=6)
     parser.add_argument("--reps", type=int, default=3)
     args = parser.parse_args()
+    # orphans (the API's fork server and what it forked) are reparented to this process
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), "prctl(PR_SET_CHILD_SUBREAPER)")
     for variant in VARIANTS:  # bytecode written, not measured
         one_run(variant, 1)
     load_start = os.getloadavg()
