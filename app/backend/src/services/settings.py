@@ -107,8 +107,6 @@ class StudioSettings(BaseModel):
     # ``studio worker``'s process model (docs: worker): on (the default), a thread per slot, one
     # database for the slots, and a warm fork server that forks each execution's process (issue
     # 39); off, a prefork pool whose processes each exec a fresh ``studio execute`` per execution.
-    # Also whether ``studio api`` without a broker forks its executions' processes from a fork
-    # server of its own (started by its first execution), or execs each (off).
     worker_fork_server: bool = True
     # Seconds before Redis hands a message its worker never acknowledged (killed) to another.
     broker_visibility_timeout_s: float = Field(default=300.0, gt=0)

@@ -9,7 +9,6 @@ import typer
 if TYPE_CHECKING:
     from services.api.dispatch import WorkDispatch
     from services.settings import StudioSettings
-    from services.worker.own_fork_server import OwnForkServer
 
 
 def api_command(
@@ -42,20 +41,7 @@ def api_command(
         except BaseException:
             db.dispose()
             raise
-    forks = None
-    if broker_url(settings) is None:  # the executions run here: forked once a server is warm
-        import atexit
-
-        from services.worker.own_fork_server import OwnForkServer
-
-        forks = OwnForkServer(settings)
-        # at a normal exit, once the launcher's threads have seen their executions end (Python
-        # joins them before it runs atexit): not under a running execution. On SIGTERM uvicorn
-        # raises the signal again once it has shut down, and the API dies of it: the server and
-        # its children with it (PR_SET_PDEATHSIG), as the exec'ed children of the launcher's
-        # threads do.
-        atexit.register(forks.stop)
-    app = create_app(settings, db=db, dispatch=work_dispatch(settings, forks=forks))
+    app = create_app(settings, db=db, dispatch=work_dispatch(settings))
     config = uvicorn.Config(app, host=host, port=port, log_level=log_level,
                             timeout_graceful_shutdown=5, lifespan="on")
     server = uvicorn.Server(config)
@@ -64,22 +50,20 @@ def api_command(
         raise typer.Exit(1)
 
 
-def work_dispatch(settings: StudioSettings, *, forks: OwnForkServer | None = None) -> WorkDispatch:
+def work_dispatch(settings: StudioSettings) -> WorkDispatch:
     """The API's dispatch port, made of the worker's dispatchers (the API never imports them).
 
     Without a broker the executions run from this process (the worker's handler starts their
     ``studio execute`` child) and each flowchart node in a child of the API: the worker's
     dispatch module, Celery with it, is imported when the first execution is dispatched, not
-    when the API starts. ``forks``: this process's fork server (``studio api`` passes one
-    without a broker), started by the first execution dispatched here; the children are forked
-    from it once it is warm, exec'ed until then (and without it)."""
+    when the API starts."""
     from functools import partial
 
     from services.api.dispatch import WorkDispatch
     from services.worker.names import broker_url
 
     if broker_url(settings) is None:
-        return WorkDispatch(execution=partial(_dispatch_here, settings=settings, forks=forks),
+        return WorkDispatch(execution=partial(_dispatch_here, settings=settings),
                             brokered=False, flowchart_nodes=None, delivery=None)
     from services.worker.dispatch import dispatch_delivery, dispatch_or_defer
     from services.worker.flowchart_tasks import flowchart_dispatch
@@ -89,13 +73,9 @@ def work_dispatch(settings: StudioSettings, *, forks: OwnForkServer | None = Non
                         delivery=partial(dispatch_delivery, settings=settings))
 
 
-def _dispatch_here(execution_id: str, *, settings: StudioSettings,
-                   forks: OwnForkServer | None = None) -> object:
+def _dispatch_here(execution_id: str, *, settings: StudioSettings) -> object:
     """:func:`services.worker.dispatch.dispatch_or_defer` without a broker, imported on the
-    first call (which also starts ``forks``, without waiting for it)."""
+    first call."""
     from services.worker.dispatch import dispatch_or_defer
-
-    if forks is not None:
-        forks.ensure()
 
     return dispatch_or_defer(execution_id, settings)

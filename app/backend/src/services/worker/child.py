@@ -4,10 +4,8 @@
 
 * ``local``: a child process, exec'ed (``studio execute`` in a fresh interpreter), or forked
   from the worker's fork server (:mod:`services.executors.forked`) when ``studio worker`` runs
-  one (``STUDIO_WORKER_FORK_SERVER``, the default; a ``studio api`` without a broker runs one
-  too, from its first execution: :mod:`services.worker.own_fork_server`) and it is ready (a
-  worker's first executions, while its fork server warms up, are exec'ed: they never wait for
-  it). The task never runs the
+  one (``STUDIO_WORKER_FORK_SERVER``, the default) and it is ready (a worker's first executions,
+  while its fork server warms up, are exec'ed: they never wait for it). The task never runs the
   agent in its own process: a crash of the agent (or of an SDK under it) ends the child, not
   the worker. Either way the child has its own process group, the allowlisted environment of
   :func:`~services.executors.local.executor_environment`, and ``PR_SET_PDEATHSIG`` so that it
@@ -51,8 +49,7 @@ _fork_server: ForkServer | None = None
 
 def use_fork_server(server: ForkServer | None) -> None:
     """Fork local children from ``server`` (``studio worker`` starts one unless
-    ``STUDIO_WORKER_FORK_SERVER`` is off, a broker-less ``studio api`` at its first execution);
-    None: exec them."""
+    ``STUDIO_WORKER_FORK_SERVER`` is off); None: exec them."""
     global _fork_server
     _fork_server = server
 
