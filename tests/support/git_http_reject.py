@@ -51,7 +51,8 @@ def rejecting_host() -> Iterator[RejectingHost]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), BaseHTTPRequestHandler)
     host = RejectingHost(url=f"http://127.0.0.1:{server.server_address[1]}/owner/repo.git")
     server.RequestHandlerClass = _handler(host)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     try:
         yield host

@@ -119,7 +119,8 @@ class RecordingListener:
         self._server = ThreadingHTTPServer((host, 0), Handler)
         self.host = host
         self.port = self._server.server_address[1]
-        self._thread = threading.Thread(target=self._server.serve_forever, daemon=True)
+        self._thread = threading.Thread(target=self._server.serve_forever,
+                                        kwargs={"poll_interval": 0.05}, daemon=True)
 
     @property
     def url(self) -> str:

@@ -116,7 +116,8 @@ class OtlpReceiver:
         self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
 
     def start(self) -> None:
-        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        threading.Thread(target=self._server.serve_forever, kwargs={"poll_interval": 0.05},
+                         daemon=True).start()
 
     def stop(self) -> None:
         self._server.shutdown()

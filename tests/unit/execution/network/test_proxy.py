@@ -28,7 +28,8 @@ class _Echo(socketserver.BaseRequestHandler):
 def upstream() -> Iterator[int]:
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Echo)
     server.daemon_threads = True
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                              daemon=True)
     thread.start()
     yield server.server_address[1]
     server.shutdown()

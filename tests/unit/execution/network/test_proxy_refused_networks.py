@@ -32,7 +32,8 @@ def listener() -> Iterator[int]:
     _Seen.hits = []
     server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), _Seen)
     server.daemon_threads = True
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
+                     daemon=True).start()
     yield server.server_address[1]
     server.shutdown()
     server.server_close()
