@@ -91,10 +91,11 @@ def test_the_process_model_of_a_worker(tmp_path: Path, redis_broker: Broker,
             servers = [pid for pid in processes_running(SERVER) if worker.pid in ancestors(pid)]
             environ = Path(f"/proc/{child}/environ").read_bytes()
         finally:
-            worker.stop()
-            db.dispose()
+            # the slow command first: a worker's warm shutdown waits for its running task
             for pid in processes_running(*slow):
                 os.kill(pid, signal.SIGKILL)
+            worker.stop()
+            db.dispose()
 
     if fork_server:  # the default: the fork server runs and forks the execution
         assert servers == [parent], (servers, parent)
