@@ -11,6 +11,9 @@ next one there, first in line). The order within a team is
 
 from __future__ import annotations
 
+import os
+import random
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,7 @@ from services.db.session import Database, create_db_engine
 from services.db.teams import TeamStore
 from tests.integration.api.helpers import slow_script, wait_final
 from tests.integration.api.server import ApiServer, running_api
-from tests.integration.celery_fixtures import claimed_broker, wait_for
+from tests.integration.celery_fixtures import claimed_broker, processes_running, wait_for
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 
 QUICK: dict[str, Any] = {"turns": [{"final": {"status": "success", "summary": "quick"}}]}
@@ -74,7 +77,10 @@ def test_another_teams_execution_starts_at_the_first_free_slot(api: ApiServer) -
     with api.client(api.admin) as client:
         assert client.put("/api/settings/team_concurrency_limit",
                           json={"value": 1}).status_code == 200
-    first = _create(api, tokens["a"], slow_script(40))  # busy past the assertions
+    busy = slow_script(40)  # busy past the assertions; its sleep is told apart by a nonce
+    sleep = ["sleep", "40", f"0.{random.randrange(10**8):08d}"]
+    busy["turns"][1]["tool_calls"][0]["args"]["argv"] = sleep
+    first = _create(api, tokens["a"], busy)
     other = _create(api, api.admin, slow_script(3))  # the default team's, in the second slot
     wait_for("both slots to be busy", lambda: all(
         r["status"] == "running" for r in _rows(api, [first, other])), 120,
@@ -89,3 +95,5 @@ def test_another_teams_execution_starts_at_the_first_free_slot(api: ApiServer) -
                for r in a_rows), [r["started_at"] for r in a_rows]
     waiting = [r["waiting_reason"] for r in a_rows if r["status"] == "queued"]
     assert len(waiting) == 19 and set(waiting) == {"team_concurrency"}, waiting
+    for pid in processes_running(*sleep):  # else the worker's warm shutdown waits for it
+        os.kill(pid, signal.SIGKILL)
