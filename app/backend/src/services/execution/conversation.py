@@ -8,7 +8,14 @@ from typing import Any
 
 from services.execution.compaction import Compaction, apply_compaction
 from services.execution.errors import ErrorCode
-from services.execution.messages import Message, Role, TextPart, ToolCall, ToolResultPart
+from services.execution.messages import (
+    Message,
+    Role,
+    TextPart,
+    ToolCall,
+    ToolResultPart,
+    same_prefix,
+)
 
 KEEP_RECENT_TOOL_MESSAGES = 2
 
@@ -99,11 +106,7 @@ class TokenCounter:
             live = {id(m) for m in messages}
             self._sizes = {k: v for k, v in self._sizes.items() if k in live}
         counted = self._counted
-        same = 0
-        for new, old in zip(messages, counted, strict=False):
-            if new is not old:
-                break
-            same += 1
+        same = same_prefix(messages, counted)
         if same == len(counted):
             total = self._total + sum([self.size(m) for m in messages[same:]])
         else:

@@ -6,6 +6,7 @@ Everything here round-trips through JSON (``model_dump(mode="json")`` / ``model_
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from enum import StrEnum
 from typing import Annotated, Any, Literal
 
@@ -171,3 +172,14 @@ def provider_tool_name(name: str) -> str:
     """The provider-facing spelling of a (possibly dotted) tool name."""
     domain, operation = split_tool_name(name)
     return f"mcp__{operation}" if domain == "mcp" else f"{domain}_{operation}"
+
+
+def same_prefix(messages: Sequence[Message], earlier: Sequence[Message]) -> int:
+    """How many leading messages of ``messages`` are the very objects (``is``) of ``earlier``: a
+    turn appends to the conversation, so a cache keyed on the last list reuses that prefix."""
+    same = 0
+    for new, old in zip(messages, earlier, strict=False):
+        if new is not old:
+            break
+        same += 1
+    return same

@@ -12,7 +12,13 @@ import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeVar
 
-from services.execution.messages import Message, ToolCall, ToolResultPart, ToolSchema
+from services.execution.messages import (
+    Message,
+    ToolCall,
+    ToolResultPart,
+    ToolSchema,
+    same_prefix,
+)
 from services.execution.providers.schema_profiles import openai_args_to_neutral
 
 T = TypeVar("T")
@@ -94,11 +100,7 @@ class WireCache(Generic[T]):
 
     def render(self, messages: Sequence[Message]) -> list[T]:
         sent = self._sent
-        same = 0
-        for new, old in zip(messages, sent, strict=False):
-            if new is not old:
-                break
-            same += 1
+        same = same_prefix(messages, sent)
         out = self._values[:same]
         if same < len(messages):
             earlier = ({id(m): (m, v) for m, v in zip(sent[same:], self._values[same:],
