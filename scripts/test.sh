@@ -29,7 +29,13 @@ beside() {  # beside NAME COMMAND...: run COMMAND in the background, its output 
   beside_names+=("$name")
   { "$@" >"$beside_dir/$slot.log" 2>&1; echo $? >"$beside_dir/$slot.rc"; } &
 }
-beside "mypy" mypy
+# mypy's cache is kept outside the clone, shared by every checkout on this machine: a fresh
+# clone then checks only what changed (about 1.5 CPU-s instead of 45). mypy validates every
+# entry against its file's hash and its own version, so a stale entry is checked again; an
+# empty directory (a new machine) means a full check. STUDIO_MYPY_CACHE moves it.
+mypy_cache="${STUDIO_MYPY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/studio-backend/mypy}"
+mkdir -p "$mypy_cache"
+beside "mypy" mypy --cache-dir "$mypy_cache"
 beside "docs" sphinx-build -q -W --keep-going -b html docs/sphinx docs/sphinx/_build/html
 for mode in bwrap landlock; do
   beside "confinement corpus under $mode" env STUDIO_CONFINEMENT_SANDBOX="$mode" \
