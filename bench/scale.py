@@ -20,6 +20,7 @@ server, every ``studio execute`` and what it started; ``/proc/<pid>/smaps_rollup
                                                     # (a baseline: `git archive` of main)
     python bench/scale.py --prefork                 # the opt-out process model only
     python bench/scale.py --ns 1,8 --compare        # both process models, side by side
+    python bench/scale.py --ns 8 --pages            # each forked child's copied pages
 
 The worker runs ``studio worker``'s default process model (a thread pool and the fork server;
 ``STUDIO_WORKER_FORK_SERVER=true``, set explicitly so that an older ``--source`` runs it too)
@@ -40,6 +41,7 @@ whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -49,6 +51,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -66,6 +69,7 @@ from tests.support.model_script import Reply, text, tool_calls  # noqa: E402
 from tests.support.model_server import ScriptedModelServer  # noqa: E402
 from tests.support.settings import studio_settings  # noqa: E402
 
+from bench import fork_pages  # noqa: E402
 from bench.concurrency import CpuSampler  # noqa: E402
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
 from bench.product_path import pg_database  # noqa: E402
@@ -170,6 +174,14 @@ def tree_ticks(root: int) -> int:
     return sum(cpu_ticks(pid) for pid in tree(root))
 
 
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
 def _name(pid: int) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -193,13 +205,17 @@ def postgres_backends(database: str) -> list[int]:
 
 class Sampler(threading.Thread):
     """Every 0.5 s: the PSS of a process tree (its peak kept) and the CPU time of the
-    PostgreSQL backends serving ``database`` (the last value seen of each)."""
+    PostgreSQL backends serving ``database`` (the last value seen of each); with ``pages``,
+    also each forked ``studio execute``'s pages against its fork server's
+    (:mod:`bench.fork_pages`, the last sample of each child kept)."""
 
-    def __init__(self, root: int, database: str) -> None:
+    def __init__(self, root: int, database: str, pages: bool = False) -> None:
         super().__init__(daemon=True)
         self.root, self.database, self.peak_kib = root, database, 0
         self.backends: dict[int, int] = {}
         self.peak_processes: dict[int, tuple[int, str]] = {}
+        self.pages = pages
+        self.child_pages: dict[int, Counter[tuple[str, str]]] = {}
         self.stop = threading.Event()
 
     def sample(self) -> None:
@@ -207,6 +223,13 @@ class Sampler(threading.Thread):
         if sum(sizes.values()) > self.peak_kib:
             self.peak_kib = sum(sizes.values())
             self.peak_processes = {pid: (kib, _name(pid)) for pid, kib in sizes.items()}
+        if self.pages:
+            servers = [pid for pid in sizes if "services.cli.fork_server" in _name(pid)]
+            for server in servers:
+                for pid in sizes:
+                    if _parent(pid) == server and " execute " in f" {_name(pid)} ":
+                        with contextlib.suppress(OSError):
+                            self.child_pages[pid] = fork_pages.classify(pid, server)
         for pid in postgres_backends(self.database):
             self.backends[pid] = max(self.backends.get(pid, 0),
                                      cpu_ticks(pid, children=False))
@@ -260,7 +283,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
             print(f"  N={n}: fork server ready after {warm.group(1) if warm else '?'} s",
                   flush=True)
         time.sleep(1.0)  # the pool settles
-        sampler = Sampler(worker.pid, database)
+        sampler = Sampler(worker.pid, database, pages=args.pages)
         sampler.sample()
         before = dict(sampler.backends)
         cpu = CpuSampler()
@@ -317,6 +340,8 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
     if args.breakdown:
         for kib, name in sorted(sampler.peak_processes.values(), reverse=True):
             print(f"    {kib / 1024:7.1f} MB  {name}")
+    if args.pages:
+        fork_pages.report(list(sampler.child_pages.values()))
     return Round(n=n, model=model, wall_s=wall, per_minute=(n - len(errors)) / wall * 60,
                  cpu_s_per_execution=(product + backends) / TICK / n,
                  servers_cpu_s_per_execution=servers / n,
@@ -340,6 +365,9 @@ def main(argv: list[str] | None = None) -> int:
                              "`studio execute`, the model answering at once)")
     parser.add_argument("--breakdown", action="store_true",
                         help="print each process's PSS at the peak of each round")
+    parser.add_argument("--pages", action="store_true",
+                        help="print each forked execution's pages: shared with its fork "
+                             "server, copied, new (bench/fork_pages.py; root)")
     parser.add_argument("--fork-server", action="store_true",
                         help="run the fork server (the default; STUDIO_WORKER_FORK_SERVER)")
     parser.add_argument("--prefork", action="store_true",
