@@ -121,6 +121,7 @@ class Round:
     per_minute: float
     cpu_s_per_execution: float  # the worker's tree, the API, the PostgreSQL backends
     servers_cpu_s_per_execution: float  # this process: the model server and the git host
+    sampler_cpu_s_per_execution: float  # of which the PSS sampler (smaps_rollup of the tree)
     machine_cpu_s_per_execution: float  # /proc/stat: everything (other users' load included)
     pss_mb_per_execution: float
     peak_pss_mb: float
@@ -216,6 +217,7 @@ class Sampler(threading.Thread):
         self.peak_processes: dict[int, tuple[int, str]] = {}
         self.pages = pages
         self.child_pages: dict[int, Counter[tuple[str, str]]] = {}
+        self.cpu_s = 0.0  # this thread's own CPU time (in ``servers``): the observer's cost
         self.stop = threading.Event()
 
     def sample(self) -> None:
@@ -236,7 +238,9 @@ class Sampler(threading.Thread):
 
     def run(self) -> None:
         while not self.stop.is_set():
+            started = time.thread_time()
             self.sample()
+            self.cpu_s += time.thread_time() - started
             self.stop.wait(0.5)
 
 
@@ -345,6 +349,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
     return Round(n=n, model=model, wall_s=wall, per_minute=(n - len(errors)) / wall * 60,
                  cpu_s_per_execution=(product + backends) / TICK / n,
                  servers_cpu_s_per_execution=servers / n,
+                 sampler_cpu_s_per_execution=sampler.cpu_s / n,
                  machine_cpu_s_per_execution=cpu.between(started, ended) / n,
                  pss_mb_per_execution=sampler.peak_kib / 1024 / n,
                  peak_pss_mb=sampler.peak_kib / 1024,
@@ -439,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
                     r = rounds[-1]
                     print(f"  N={n} {kind}: {r.wall_s:.1f} s, {r.per_minute:.1f} executions/min, "
                           f"CPU {r.cpu_s_per_execution:.2f} s/execution (machine "
-                          f"{r.machine_cpu_s_per_execution:.2f} s), PSS "
+                          f"{r.machine_cpu_s_per_execution:.2f} s; the benchmark's own "
+                          f"{r.servers_cpu_s_per_execution:.2f} s, its PSS sampler "
+                          f"{r.sampler_cpu_s_per_execution:.2f} s), PSS "
                           f"{r.pss_mb_per_execution:.0f} MB/execution, failed {r.failed}"
                           + (f" ({r.errors[0]})" if r.errors else ""), flush=True)
     for model in models:
