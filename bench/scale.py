@@ -20,6 +20,7 @@ server, every ``studio execute`` and what it started; ``/proc/<pid>/smaps_rollup
                                                     # (a baseline: `git archive` of main)
     python bench/scale.py --prefork                 # the opt-out process model only
     python bench/scale.py --ns 1,8 --compare        # both process models, side by side
+    python bench/scale.py --ns 8 --pages            # each forked child's copied pages
 
 The worker runs ``studio worker``'s default process model (a thread pool and the fork server;
 ``STUDIO_WORKER_FORK_SERVER=true``, set explicitly so that an older ``--source`` runs it too)
@@ -40,6 +41,7 @@ whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -49,6 +51,7 @@ import tempfile
 import threading
 import time
 import uuid
+from collections import Counter
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -56,6 +59,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
+from sqlalchemy import func, select  # noqa: E402
 from tests.integration.api.server import api_process  # noqa: E402
 from tests.integration.celery_fixtures import claimed_broker  # noqa: E402
 from tests.support.git_http_server import git_http_server, seed_bare_repo  # noqa: E402
@@ -65,13 +69,15 @@ from tests.support.model_script import Reply, text, tool_calls  # noqa: E402
 from tests.support.model_server import ScriptedModelServer  # noqa: E402
 from tests.support.settings import studio_settings  # noqa: E402
 
+from bench import fork_pages  # noqa: E402
 from bench.concurrency import CpuSampler  # noqa: E402
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
 from bench.product_path import pg_database  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
+from services.db.models import NodeExecution  # noqa: E402
 from services.db.runtime_settings import SettingsRepository  # noqa: E402
-from services.db.session import create_db_engine, open_database  # noqa: E402
+from services.db.session import Database, create_db_engine, open_database  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results" / "scale.json"
 PREFORK, FORK_SERVER = "prefork", "fork-server"
@@ -115,6 +121,7 @@ class Round:
     per_minute: float
     cpu_s_per_execution: float  # the worker's tree, the API, the PostgreSQL backends
     servers_cpu_s_per_execution: float  # this process: the model server and the git host
+    sampler_cpu_s_per_execution: float  # of which the PSS sampler (smaps_rollup of the tree)
     machine_cpu_s_per_execution: float  # /proc/stat: everything (other users' load included)
     pss_mb_per_execution: float
     peak_pss_mb: float
@@ -168,6 +175,14 @@ def tree_ticks(root: int) -> int:
     return sum(cpu_ticks(pid) for pid in tree(root))
 
 
+def _parent(pid: int) -> int:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0
+    return int(stat[stat.rindex(")") + 2:].split()[1])
+
+
 def _name(pid: int) -> str:
     try:
         argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
@@ -191,13 +206,18 @@ def postgres_backends(database: str) -> list[int]:
 
 class Sampler(threading.Thread):
     """Every 0.5 s: the PSS of a process tree (its peak kept) and the CPU time of the
-    PostgreSQL backends serving ``database`` (the last value seen of each)."""
+    PostgreSQL backends serving ``database`` (the last value seen of each); with ``pages``,
+    also each forked ``studio execute``'s pages against its fork server's
+    (:mod:`bench.fork_pages`, the last sample of each child kept)."""
 
-    def __init__(self, root: int, database: str) -> None:
+    def __init__(self, root: int, database: str, pages: bool = False) -> None:
         super().__init__(daemon=True)
         self.root, self.database, self.peak_kib = root, database, 0
         self.backends: dict[int, int] = {}
         self.peak_processes: dict[int, tuple[int, str]] = {}
+        self.pages = pages
+        self.child_pages: dict[int, Counter[tuple[str, str]]] = {}
+        self.cpu_s = 0.0  # this thread's own CPU time (in ``servers``): the observer's cost
         self.stop = threading.Event()
 
     def sample(self) -> None:
@@ -205,14 +225,32 @@ class Sampler(threading.Thread):
         if sum(sizes.values()) > self.peak_kib:
             self.peak_kib = sum(sizes.values())
             self.peak_processes = {pid: (kib, _name(pid)) for pid, kib in sizes.items()}
+        if self.pages:
+            servers = [pid for pid in sizes if "services.cli.fork_server" in _name(pid)]
+            for server in servers:
+                for pid in sizes:
+                    if _parent(pid) == server and " execute " in f" {_name(pid)} ":
+                        with contextlib.suppress(OSError):
+                            self.child_pages[pid] = fork_pages.classify(pid, server)
         for pid in postgres_backends(self.database):
             self.backends[pid] = max(self.backends.get(pid, 0),
                                      cpu_ticks(pid, children=False))
 
     def run(self) -> None:
         while not self.stop.is_set():
+            started = time.thread_time()
             self.sample()
+            self.cpu_s += time.thread_time() - started
             self.stop.wait(0.5)
+
+
+def unfinished(db: Database, ids: list[str]) -> int:
+    """How many of ``ids`` have not finished: one query per poll, whatever N (reading every
+    row each 0.2 s was 2N queries, the benchmark's own load growing with N)."""
+    with db.read_session() as session:
+        return int(session.scalar(
+            select(func.count()).select_from(NodeExecution).where(
+                NodeExecution.id.in_(ids), NodeExecution.finished_at.is_(None))) or 0)
 
 
 def start_worker(env: dict[str, str], log_path: Path, n: int,
@@ -249,7 +287,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
             print(f"  N={n}: fork server ready after {warm.group(1) if warm else '?'} s",
                   flush=True)
         time.sleep(1.0)  # the pool settles
-        sampler = Sampler(worker.pid, database)
+        sampler = Sampler(worker.pid, database, pages=args.pages)
         sampler.sample()
         before = dict(sampler.backends)
         cpu = CpuSampler()
@@ -272,14 +310,13 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
                 ids.append(answer.json()["id"])
         db = open_database(studio_settings(database_url=db_url))
         repo = ExecutionRepository(db)
-        rows = []
         deadline = time.monotonic() + args.timeout
         while time.monotonic() < deadline:
-            rows = [repo.get(i) for i in ids]
-            if all(r is not None and r.finished_at is not None for r in rows):
+            if unfinished(db, ids) == 0:
                 break
             time.sleep(0.2)
         ended = time.perf_counter()
+        rows = [repo.get(i) for i in ids]
         wall = ended - started
         product = tree_ticks(worker.pid) + cpu_ticks(api.process.pid) - product  # type: ignore[attr-defined]
         servers = sum(os.times()[:4]) - sum(own[:4])
@@ -307,9 +344,12 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
     if args.breakdown:
         for kib, name in sorted(sampler.peak_processes.values(), reverse=True):
             print(f"    {kib / 1024:7.1f} MB  {name}")
+    if args.pages:
+        fork_pages.report(list(sampler.child_pages.values()))
     return Round(n=n, model=model, wall_s=wall, per_minute=(n - len(errors)) / wall * 60,
                  cpu_s_per_execution=(product + backends) / TICK / n,
                  servers_cpu_s_per_execution=servers / n,
+                 sampler_cpu_s_per_execution=sampler.cpu_s / n,
                  machine_cpu_s_per_execution=cpu.between(started, ended) / n,
                  pss_mb_per_execution=sampler.peak_kib / 1024 / n,
                  peak_pss_mb=sampler.peak_kib / 1024,
@@ -330,6 +370,9 @@ def main(argv: list[str] | None = None) -> int:
                              "`studio execute`, the model answering at once)")
     parser.add_argument("--breakdown", action="store_true",
                         help="print each process's PSS at the peak of each round")
+    parser.add_argument("--pages", action="store_true",
+                        help="print each forked execution's pages: shared with its fork "
+                             "server, copied, new (bench/fork_pages.py; root)")
     parser.add_argument("--fork-server", action="store_true",
                         help="run the fork server (the default; STUDIO_WORKER_FORK_SERVER)")
     parser.add_argument("--prefork", action="store_true",
@@ -401,7 +444,9 @@ def main(argv: list[str] | None = None) -> int:
                     r = rounds[-1]
                     print(f"  N={n} {kind}: {r.wall_s:.1f} s, {r.per_minute:.1f} executions/min, "
                           f"CPU {r.cpu_s_per_execution:.2f} s/execution (machine "
-                          f"{r.machine_cpu_s_per_execution:.2f} s), PSS "
+                          f"{r.machine_cpu_s_per_execution:.2f} s; the benchmark's own "
+                          f"{r.servers_cpu_s_per_execution:.2f} s, its PSS sampler "
+                          f"{r.sampler_cpu_s_per_execution:.2f} s), PSS "
                           f"{r.pss_mb_per_execution:.0f} MB/execution, failed {r.failed}"
                           + (f" ({r.errors[0]})" if r.errors else ""), flush=True)
     for model in models:

@@ -3,7 +3,9 @@
 ``app.worker_main`` ran Celery's ``celery worker`` click command, whose module imports
 click-repl, prompt_toolkit and pygments: about 11 MB of the worker's memory, one worker per
 machine's executions, for a command line nobody types. The worker now builds the same
-``app.Worker`` itself (:func:`services.worker.runner.consume`).
+``app.Worker`` itself (:func:`services.worker.runner.consume`). Likewise redis-py imported
+OpenTelemetry's metrics SDK (61 modules, about 2 MB) that nothing uses; the worker imports it
+without (:mod:`services.worker.broker_client`).
 
 A real worker on the Redis broker, with a hook on Celery's ``worker_ready`` signal that writes the
 process's modules and then stops it (``SIGTERM``: the warm shutdown). Witness: before, those
@@ -60,3 +62,7 @@ def test_the_worker_runs_without_celerys_command_line(tmp_path: Path,
     assert f".> {redis_broker.queue}" in output and "(thread)" in output, output
     assert "concurrency: 3" in output and "studio-" in output, output
     assert sorted(name for name in modules if name.startswith(CLI_ONLY)) == []
+    # redis-py is loaded (the control: its observability module too), OpenTelemetry's metrics
+    # SDK, which that module imported only to note it is installed, is not (it was on main)
+    assert {"redis", "redis.observability.providers"} <= modules
+    assert sorted(name for name in modules if name.startswith("opentelemetry.sdk.metrics")) == []

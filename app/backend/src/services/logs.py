@@ -34,10 +34,20 @@ def configure_logging(level: str) -> None:
     """JSON lines on stderr at ``level`` (once per process)."""
     root = logging.getLogger()
     if any(getattr(h, _CONFIGURED, False) for h in root.handlers):
-        root.setLevel(level.upper())
+        _set_level(root, level)
         return
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     setattr(handler, _CONFIGURED, True)
     root.addHandler(handler)
-    root.setLevel(level.upper())
+    _set_level(root, level)
+
+
+def _set_level(root: logging.Logger, level: str) -> None:
+    """``root.setLevel(level)``, unless the root logger is at that level already:
+    ``setLevel`` empties the level cache of every logger of the process, which in a child of
+    the worker's fork server writes into (and so copies) the page of each of its loggers, about
+    0.4 MB per execution for a level that did not change (the default, ``WARNING``, is Python's
+    own; :doc:`benchmarks`). A name ``logging`` does not know is refused as before."""
+    if logging.getLevelName(level.upper()) != root.level:
+        root.setLevel(level.upper())

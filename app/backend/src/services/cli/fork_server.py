@@ -46,11 +46,12 @@ from pathlib import Path
 WARM_MODULES: tuple[str, ...] = (
     "services.cli.main",
     "services.cli.execute",  # the command itself, and what running it loads
-    "typer._adapters",
-    "typer._click.decorators",
+    # (a child runs the command without typer's command line, services.cli.main.execute_main:
+    # typer's command building, typer._adapters and its rich help, 6 MB, is not preloaded)
     "rich._emoji_codes",
     "services.cli.database",
     "services.cli.live",
+    "services.logs",  # each child configures its own logging (the module only, imported here)
     "services.cli.telemetry",
     "services.db.executions",
     "services.db.session",
@@ -80,9 +81,11 @@ def warm_up() -> None:
     for name in WARM_MODULES:
         importlib.import_module(name)
     from services.db import migrate, session
+    from services.execution.tool_domains import registry
     from services.telemetry import metrics
 
     metrics.preload()
+    registry.warm_schemas()
     session.preload_drivers()
     migrate.warm_script_heads()
     session.preload_mappers()
@@ -297,13 +300,13 @@ def _retitle(argv: list[str]) -> None:
 def _run_execute(execution_id: str) -> int:
     """``studio execute <execution_id>`` in this process, from a clean slate: the settings and
     logging are those of this environment (the server read neither)."""
-    from services.cli.main import main
+    from services.cli.main import execute_main
     from services.settings import get_settings
 
     get_settings.cache_clear()
     code: int = 0
     try:
-        main(["execute", execution_id])
+        execute_main(execution_id)
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
     atexit._run_exitfuncs()

@@ -7,9 +7,11 @@ and diagnostics to stderr.
 
 from __future__ import annotations
 
+import errno
 import gc
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TextIO, cast
 
 import typer
 
@@ -153,8 +155,52 @@ def main(argv: list[str] | None = None) -> None:
         validate_settings()
     if argv is None:
         gc.freeze()
+    _run(args, lambda: app(args=args, prog_name="studio", standalone_mode=False))
+
+
+def execute_main(execution_id: str) -> None:
+    """``main(["execute", execution_id])`` without the command line: what a child forked by a
+    worker's fork server runs (:mod:`services.cli.fork_server`). The same settings check, the
+    same command with its defaults (no ``--keep-workspace``, no ``--json``) and the same exit
+    statuses and error lines, minus typer building the ``studio`` group and parsing a command
+    line that is always the same: in a forked child that code copies about 2 MB of the fork
+    server's pages per execution (:doc:`benchmarks`)."""
+    validate_settings()
+    from services.cli.execute import execute_command
+
+    args = ["execute", execution_id]
+    _run(args, lambda: _as_typer_runs(lambda: execute_command(execution_id)))
+
+
+def _as_typer_runs(command: Callable[[], object]) -> object:
+    """Run ``command`` as typer runs a command's callback with ``standalone_mode=False``: an
+    ``Exit`` it raises is its return code, ``KeyboardInterrupt`` is 130, ``EOFError`` an abort,
+    a broken pipe on the output exit 1 (``typer.core._main``)."""
     try:
-        code = app(args=args, prog_name="studio", standalone_mode=False)
+        try:
+            return command()
+        except EOFError as exc:
+            print(file=sys.stderr)
+            raise typer.Abort from exc
+        except KeyboardInterrupt as exc:
+            raise typer.Exit(130) from exc
+        except OSError as exc:
+            if exc.errno != errno.EPIPE:
+                raise
+            from typer._click.utils import PacifyFlushWrapper
+
+            sys.stdout = cast(TextIO, PacifyFlushWrapper(sys.stdout))
+            sys.stderr = cast(TextIO, PacifyFlushWrapper(sys.stderr))
+            sys.exit(1)
+    except typer.Exit as exc:
+        return exc.exit_code
+
+
+def _run(args: list[str], invoke: Callable[[], object]) -> None:
+    """Exit with what ``invoke`` (the command line ``args``) returns, its errors mapped to the
+    statuses and one-line messages of :func:`main`."""
+    try:
+        code = invoke()
     except typer.Exit as exc:
         sys.exit(exc.exit_code)
     except typer.Abort:

@@ -28,6 +28,7 @@ from services.execution.errors import ConfigError
 from services.execution.providers.profiles import configured_providers
 from services.executors.forked import ForkServer
 from services.settings import ExecutorKind, StudioSettings, process_environment
+from services.worker.broker_client import import_broker_client
 from services.worker.celery_app import build_celery
 from services.worker.celery_config import node_name
 from services.worker.child import use_fork_server
@@ -57,6 +58,7 @@ def run_worker(settings: StudioSettings, *, concurrency: int, reaper: bool,
         from services.executors.selection import kube_api_client  # only this worker needs it
 
         kube_api_client(settings)  # no usable Kubernetes configuration: refuse at start
+    import_broker_client()
     app = build_celery(settings)
     check_database(settings)
     check_broker(app, settings)
@@ -131,6 +133,7 @@ def run_reaper(settings: StudioSettings, *, loglevel: str = "INFO") -> None:
     if broker_url(settings) is None:
         raise ConfigError("studio reaper needs a broker: set STUDIO_BROKER_URL")
     logging.basicConfig(level=loglevel.upper())
+    import_broker_client()
     app = build_celery(settings)
     check_database(settings)
     check_broker(app, settings)

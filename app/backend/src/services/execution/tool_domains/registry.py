@@ -10,3 +10,10 @@ from services.execution.tool_domains.workspace import tools as workspace
 
 def default_registry() -> ToolRegistry:
     return ToolRegistry([*workspace.SPECS, *git.SPECS, *command.SPECS])
+
+
+def warm_schemas() -> None:
+    """Build every default operation's argument model and neutral schema (their models defer
+    it to their first use): a worker's fork server does it once for all of its children."""
+    for spec in default_registry().specs():
+        spec.neutral_schema()

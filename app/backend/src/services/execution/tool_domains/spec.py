@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -18,6 +20,19 @@ class ToolArgs(BaseModel):
     """Base of every argument model: unknown keys are refused."""
 
     model_config = ConfigDict(extra="forbid", defer_build=True)
+
+
+@cache
+def model_schema(args_model: type[ToolArgs]) -> dict[str, Any]:
+    """The neutral JSON Schema of ``args_model``, made once per process (and once per worker:
+    its fork server makes those of the default tools, :func:`warm_schemas`, so that no forked
+    execution builds the deferred models and their schemas again, about 5 MB of pages each
+    would copy, :doc:`benchmarks`). Callers get a copy (:meth:`ToolSpec.neutral_schema`)."""
+    schema = args_model.model_json_schema()
+    schema.pop("title", None)
+    schema["additionalProperties"] = False
+    schema.setdefault("properties", {})
+    return schema
 
 
 Handler = Callable[[Any, ToolDomainContext], dict[str, Any]]
@@ -48,11 +63,7 @@ class ToolSpec:
         """The provider-neutral JSON Schema (2020-12) of the arguments."""
         if self.parameters is not None:
             return dict(self.parameters)
-        schema = self.args_model.model_json_schema()
-        schema.pop("title", None)
-        schema["additionalProperties"] = False
-        schema.setdefault("properties", {})
-        return schema
+        return copy.deepcopy(model_schema(self.args_model))
 
     def describe(self) -> dict[str, Any]:
         return {
