@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 OPENAI_KEY = "sk-test-SECRETKEY-0123456789abcdef"
 GITHUB_TOKEN = "ghs_SECRETGITHUBTOKEN0123456789abcdef"
@@ -26,8 +28,8 @@ def studio_env(db_url: str, home: Path, model_url: str | None = None) -> dict[st
 
 def studio(env: dict[str, str], *args: str,
            timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return warm_cli.run([*STUDIO, *args], env=env, capture_output=True, text=True,
+                        timeout=timeout, check=False)
 
 
 def last_json(stdout: str) -> dict[str, Any]:
