@@ -51,6 +51,8 @@ from typing import Any
 SWITCH = "STUDIO_TEST_WARM_CLI"
 SERVER_MODULE = "tests.support.warm_cli_server"
 CLI_PREFIX = (sys.executable, "-m", "services.cli")
+# what the zygote runs with ``-m``: the CLI, and the launcher's probe (its own tests)
+FORKABLE_MODULES = ("services.cli", "tests.support.warm_cli_probe")
 # the virtual environment's ``studio`` console script (run by this interpreter: its shebang)
 CONSOLE_SCRIPT = str(Path(sys.executable).with_name("studio"))
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -247,11 +249,14 @@ def _stop(zygote: Zygote) -> None:
 def _forkable(args: Any, executable: object, preexec_fn: object, pass_fds: Sequence[int],
               shell: bool, gid: object, gids: object, uid: object, umask: int) -> bool:
     """Whether ``args`` is a ``studio`` command line started with nothing a fork cannot
-    honour: ``[sys.executable, "-m", "services.cli", ...]`` or ``[CONSOLE_SCRIPT, ...]``."""
+    honour: ``[sys.executable, "-m", "services.cli", ...]`` (or the probe's module) or
+    ``[CONSOLE_SCRIPT, ...]``."""
     if not isinstance(args, (list, tuple)) or not args or \
             not all(isinstance(part, str) for part in args):
         return False
-    if tuple(args[:3]) != CLI_PREFIX and _script(args[0]) is None:
+    module = len(args) >= 3 and args[0] == sys.executable and args[1] == "-m" and \
+        args[2] in FORKABLE_MODULES
+    if not module and _script(args[0]) is None:
         return False
     return (executable is None and preexec_fn is None and not pass_fds and not shell
             and gid is None and gids is None and uid is None and umask < 0)

@@ -52,6 +52,7 @@ import sysconfig
 import tempfile
 import threading
 import traceback
+import types
 import warnings
 from pathlib import Path
 from types import TracebackType
@@ -108,7 +109,8 @@ OPTIONAL_MODULES: tuple[str, ...] = (
     "httpcore2",
     "anyio._backends._asyncio",
 )
-CLI_MODULE = "services.cli"
+# what a child runs with ``-m``: the CLI, and the launcher's probe (its tests)
+FORKABLE_MODULES = ("services.cli", "tests.support.warm_cli_probe")
 RUNPY_FILE = runpy._run_code.__code__.co_filename  # type: ignore[attr-defined]
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
@@ -184,17 +186,18 @@ def main(argv: list[str]) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's ^C is for pytest: we follow it
     names, shown = warm_up()
     threads = threading.active_count()
-    settings = "services.settings" in sys.modules and _settings_made()
+    settings_calls = _settings_calls()
     # what the imports made stays out of the children's collections (a collection writes into
     # every object it visits, which would copy each page of it into each child)
     gc.collect()
     gc.freeze()
-    control.send(json.dumps({"ready": threads == 1 and not settings, "read": names,
-                             "threads": threads, "settings": settings, "warnings": shown,
+    control.send(json.dumps({"ready": threads == 1 and not settings_calls, "read": names,
+                             "threads": threads, "settings_calls": settings_calls,
+                             "warnings": shown,
                              "modules": len(sys.modules), "home_free": not site.ENABLE_USER_SITE,
                              "fds": sorted(int(fd) for fd in os.listdir("/proc/self/fd"))}
                             ).encode())
-    if threads != 1 or settings:
+    if threads != 1 or settings_calls:
         return
     for stream in (sys.stdout, sys.stderr):  # nothing of ours left in a buffer a child inherits
         stream.flush()
@@ -203,11 +206,13 @@ def main(argv: list[str]) -> None:
         run_command(request)
 
 
-def _settings_made() -> bool:
-    """Whether the warm-up made (and cached) the settings: it must not, they carry secrets."""
+def _settings_calls() -> int:
+    """How often the warm-up called :func:`~services.settings.get_settings`: it must not (the
+    settings carry secrets, and are each child's own)."""
     from services.settings import get_settings
 
-    return bool(get_settings.cache_info().currsize)
+    info = get_settings.cache_info()
+    return info.hits + info.misses + info.currsize
 
 
 def serve(control: socket.socket) -> dict[str, Any] | None:
@@ -401,8 +406,14 @@ def run_command(request: dict[str, Any]) -> None:
     forget_environment()
     argv = [str(part) for part in request["argv"]]
     script = request.get("script")
+    module = argv[2] if script is None and len(argv) > 2 else None
+    if script is None and module not in FORKABLE_MODULES:
+        raise SystemExit(f"warm CLI: not a command it runs: {argv[:3]}")
     sys.orig_argv = argv
     del request
+    # a __main__ of its own, as at a fresh start (this module's functions keep their globals)
+    sys.modules["__main__"] = types.ModuleType("__main__")
+    from_the_command = _from_the_command
     try:
         if isinstance(script, str):
             sys.argv = argv[1:]
@@ -411,11 +422,11 @@ def run_command(request: dict[str, Any]) -> None:
         else:
             sys.argv = ["-m", *argv[3:]]  # runpy puts the module's file there, as -m does
             sys.path[0] = os.getcwd()
-            runpy._run_module_as_main(CLI_MODULE)  # type: ignore[attr-defined]
+            runpy._run_module_as_main(module)  # type: ignore[attr-defined]
     except (SystemExit, KeyboardInterrupt):
         raise  # the interpreter's own: the exit code, or SIGINT once finalized
     except BaseException as exc:  # noqa: BLE001 - uncaught: what the interpreter does with it
-        trimmed = _from_the_command(exc.__traceback__, script=isinstance(script, str))
+        trimmed = from_the_command(exc.__traceback__, script=isinstance(script, str))
         exc.__traceback__ = trimmed  # what the hook prints (the interpreter's prints that)
         sys.last_type, sys.last_value, sys.last_traceback = type(exc), exc, trimmed
         sys.excepthook(type(exc), exc, trimmed)

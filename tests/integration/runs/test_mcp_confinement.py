@@ -26,7 +26,6 @@ from services.db.mcp_servers import McpServerRepository
 from services.db.session import Database, create_db_engine
 from services.execution.sandbox.layout import sandbox_python
 from tests.integration.runs.cli_runs import GITHUB_TOKEN, STUDIO, studio, studio_env
-from tests.support import warm_cli
 from tests.support.mcp_witness import SCRIPT, RecordingListener
 from tests.support.model_server import ScriptedModelServer, text
 from tests.support.redaction import settings_redactor
@@ -47,9 +46,9 @@ def _env(db_url: str, home: Path, model_url: str, **extra: str) -> dict[str, str
 
 
 def _add(env: dict[str, str], name: str, config: object) -> subprocess.CompletedProcess[str]:
-    return warm_cli.run([*STUDIO, "mcp", "add", name, "--config", "-"], env=env,
-                        input=json.dumps(config), capture_output=True, text=True,
-                        timeout=120, check=False)
+    return subprocess.run([*STUDIO, "mcp", "add", name, "--config", "-"], env=env,
+                          input=json.dumps(config), capture_output=True, text=True,
+                          timeout=120, check=False)
 
 
 def _witness(tmp_path: Path, workspace: Path, listener: RecordingListener,
