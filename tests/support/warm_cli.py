@@ -293,7 +293,8 @@ class Popen(subprocess.Popen):  # type: ignore[type-arg]
             started = self._fork(list(args), cwd, env, (p2cread, c2pwrite, errwrite),
                                  start_new_session, process_group)
         if started:
-            self._close_pipe_fds(p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
+            self._close_pipe_fds(  # type: ignore[attr-defined]
+                p2cread, p2cwrite, c2pread, c2pwrite, errread, errwrite)
             return
         super()._execute_child(  # type: ignore[misc]
             args, executable, preexec_fn, close_fds, pass_fds, cwd, env, startupinfo,

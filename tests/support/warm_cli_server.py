@@ -443,4 +443,4 @@ def _from_the_command(tb: TracebackType | None, *, script: bool) -> TracebackTyp
 
 
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(main(sys.argv[1:]))  # type: ignore[func-returns-value]

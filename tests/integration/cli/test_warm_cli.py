@@ -32,6 +32,12 @@ PROBE = [sys.executable, "-m", "tests.support.warm_cli_probe"]
 ROOT = warm_cli.PROJECT_ROOT
 
 
+@pytest.fixture(autouse=True)
+def _launcher_on(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests are of the launcher: on even when the suite runs with it off."""
+    monkeypatch.delenv(warm_cli.SWITCH, raising=False)
+
+
 def _both(argv: list[str], env: dict[str, str], *, cwd: Path = ROOT,
           **kwargs: Any) -> tuple[tuple[int, Any, Any], tuple[int, Any, Any]]:
     """``(code, stdout, stderr)`` of ``argv`` forked by the zygote, then exec'ed fresh."""
