@@ -175,7 +175,7 @@ class Zygote:
             started = channel.message(REPLY_TIMEOUT_S)
             if not started.get("started"):
                 raise OSError(f"the warm child did not start: {started}")
-        except (OSError, ValueError, KeyError, TypeError):
+        except (OSError, ValueError, KeyError, TypeError, EOFError):
             theirs.close()
             ours.close()
             raise
