@@ -15,8 +15,9 @@ dict on every turn, a cost that grows with the history (about 1 ms a turn at 50 
 are those ``json.dumps`` makes of the request dict (its separators, ASCII escapes, key order;
 ``tests/unit/execution/providers/test_gemini_body.py`` compares them); they go through the steps
 of ``async_request`` (``_build_request`` with an empty dict, its ``data`` replaced by the bytes,
-which the SDK's transport sends as they are, then ``_async_request``). When the SDK would add to
-the body itself (``HttpOptions.extra_body``), the dict goes through ``async_request`` as before.
+which the SDK's transport sends as they are, then ``_async_request``, or, with retries off, the
+one attempt its retrier would make, ``_async_request_once``). When the SDK would add to the body
+itself (``HttpOptions.extra_body``), the dict goes through ``async_request`` as before.
 """
 
 from __future__ import annotations
@@ -184,6 +185,12 @@ async def _send(api: Any, path: str, body: bytes,
     if request.data:  # the SDK's own additions: let it merge and encode them
         return await api.async_request("post", path, as_dict(), None)
     request.data = body
-    result = await api._async_request(http_request=request, http_options=None, stream=False)
+    retry = api._http_options.retry_options
+    if retry is not None and retry.attempts == 1:
+        # what the SDK's retrier (tenacity: stop after one attempt, reraise) does: one call,
+        # its answer or its exception as it is, without the retrier's own work per request
+        result = await api._async_request_once(request, False)
+    else:
+        result = await api._async_request(http_request=request, http_options=None, stream=False)
     answer = result.response_stream[0] if result.response_stream else ""
     return genai_types.HttpResponse(headers=result.headers, body=answer)
