@@ -75,7 +75,7 @@ class _Compiled:
     types: tuple[Any, ...]  # the result columns' types (their dialect's processors)
     dml: bool  # an INSERT, UPDATE or DELETE (its rowcount is read)
     # the result processors, from the cursor's type codes (as SQLAlchemy picks them)
-    results: list[Processor] = field(default_factory=list)
+    results: list[tuple[Processor, ...]] = field(default_factory=list)
 
 
 class Statement:
@@ -106,8 +106,8 @@ class Statement:
         finally:
             cursor.close()
         if rows:
-            processors = compiled.results or _result_processors(compiled, connection.dialect,
-                                                                description)
+            processors = (compiled.results[0] if compiled.results
+                          else _result_processors(compiled, connection.dialect, description))
             if any(processors):
                 rows = [tuple([value if process is None else process(value)
                                for process, value in zip(processors, row, strict=True)])
@@ -209,12 +209,12 @@ def _values(compiled: _Compiled, params: dict[str, Any]) -> Any:
 
 def _result_processors(compiled: _Compiled, dialect: Dialect,
                        description: Sequence[Any]) -> tuple[Processor, ...]:
-    """Chosen at the first rows (a statement's columns keep their types)."""
-    found = compiled.results
-    if not found:
-        found.extend(kind.dialect_impl(dialect).result_processor(dialect, column[1])
-                     for kind, column in zip(compiled.types, description, strict=True))
-    return tuple(found)
+    """Chosen at the first rows (a statement's columns keep their types); two threads that
+    both choose them append the same tuple, and the first is used."""
+    compiled.results.append(tuple(
+        kind.dialect_impl(dialect).result_processor(dialect, column[1])
+        for kind, column in zip(compiled.types, description, strict=True)))
+    return compiled.results[0]
 
 
 def _compile(statement: Executable, dialect: Dialect) -> _Compiled:
