@@ -123,6 +123,8 @@ class Statement:
         values = [_values(compiled, one) for one in params]
 
         def run(raw: Any) -> Any:
+            if connection.dialect.name == "sqlite":
+                return raw.executemany(compiled.sql, values)
             cursor = raw.cursor()
             cursor.executemany(compiled.sql, values)
             return cursor
@@ -171,16 +173,8 @@ def execute_sql(connection: Connection, sql: str) -> None:
 
 
 def _execute(raw: Any, sql: str, values: Any) -> Any:
-    cursor = raw.cursor()
-    try:
-        if values is None:
-            cursor.execute(sql)
-        else:
-            cursor.execute(sql, values)
-    except BaseException:
-        cursor.close()
-        raise
-    return cursor
+    """``sql`` on a new cursor of ``raw`` (both drivers' ``Connection.execute``)."""
+    return raw.execute(sql) if values is None else raw.execute(sql, values)
 
 
 def _run(connection: Connection, sql: str, run: Callable[[Any], Any], values: Any) -> Any:
