@@ -2,7 +2,7 @@
 
 * :func:`terminate_backends`: every session of one database ended by the server
   (``pg_terminate_backend``), what a failover, a connection pooler restart or an idle-connection
-  reaper does to the processes using it;
+  reaper does to the processes using it (:func:`terminate_backend`: one session, by its pid);
 * :func:`refusing_connections`: the database "restarted": every session ended and new ones
   refused (``ALTER DATABASE ... ALLOW_CONNECTIONS false``, which holds for superusers too) until
   the block ends;
@@ -47,6 +47,13 @@ def terminate_backends(admin: str, database: str) -> int:
             conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
         _wait_gone(conn, pids)
     return len(pids)
+
+
+def terminate_backend(admin: str, pid: int) -> None:
+    """End the one session ``pid`` (a connection a test holds); waits until it is gone."""
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute("SELECT pg_terminate_backend(%s)", (pid,))
+        _wait_gone(conn, [pid])
 
 
 def _wait_gone(conn: psycopg.Connection[Any], pids: list[int]) -> None:

@@ -27,7 +27,7 @@ from services.db.base import utcnow
 from services.db.journal import DbEventSink
 from services.db.models import BudgetLedger, NodeExecution
 from services.db.session import Database, dialect_insert, dialect_name
-from services.db.sqlite_statements import Statement
+from services.db.statements import Statement
 from services.db.step_reads import StepReads
 from services.db.team_budget import TeamLayer, TeamState, read_state
 from services.execution.errors import ErrorCode

@@ -17,7 +17,7 @@ from services.db.base import utcnow
 from services.db.blobs import externalize, extract, hydrate
 from services.db.models import ToolCallRecord
 from services.db.session import Database, dialect_insert, dialect_name
-from services.db.sqlite_statements import Statement
+from services.db.statements import Statement
 
 
 def _identity(call: dict[str, Any] | None, envelope: dict[str, Any] | None) -> dict[str, Any]:

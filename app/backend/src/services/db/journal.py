@@ -35,7 +35,7 @@ function call, so a tool step is two round trips, its two commits.
 
 Both commit paths are SQLAlchemy Core on a connection (no ORM session: a loop commits twice a
 step), their statements built once with bound parameters; on SQLite the ones of every step run
-compiled once, on the DBAPI cursor (:mod:`services.db.sqlite_statements`). A buffered journal
+compiled once, on the DBAPI cursor (:mod:`services.db.statements`). A buffered journal
 keeps its connections for the loop: on PostgreSQL the one its function calls go over (and the
 reads before the calls with it), on SQLite one for its commits and one for those reads
 (:mod:`services.db.journal_sqlite`).
@@ -71,7 +71,7 @@ from services.db.journal_sqlite import SqliteHold
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.redaction import Redactor
 from services.db.session import Database
-from services.db.sqlite_statements import Statement
+from services.db.statements import Statement
 from services.execution.errors import ExecutionError
 from services.execution.ports import AgentEvent, AgentEventKind, EventSink
 

@@ -33,20 +33,22 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from sqlalchemy import Connection, Table, select
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, NoResultFound
 
 from services.db.blobs import compress, extract
 from services.db.connection_loss import rerun
 from services.db.evidence import evidence_op
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.session import Database
+from services.db.statements import driver_sql
 
 IDLE_S = 10.0
 T = TypeVar("T")
 UNKNOWN_EXECUTION = "SX001"
 STALE_EPOCH = "SX002"
 _KNOWN_DIGESTS_MAX = 10_000
-# sent as it is (``exec_driver_sql``: no compilation per commit; the listeners still see it)
+# sent as it is (:func:`~services.db.statements.driver_sql`: on psycopg's cursor, or through
+# ``exec_driver_sql`` when something listens to the statements)
 _CALL = "SELECT studio_journal_commit(CAST(%(payload)s AS json))"
 _EVENTS: Table = ExecutionEvent.__table__  # type: ignore[assignment]
 _EXECUTIONS: Table = NodeExecution.__table__  # type: ignore[assignment]
@@ -131,7 +133,10 @@ class PgCommitter:
     def _call(self, payload: str) -> Committed:
         conn = self._connection()
         try:
-            answer = conn.exec_driver_sql(_CALL, {"payload": payload}).scalar_one()
+            row = driver_sql(conn, _CALL, {"payload": payload})
+            if row is None:
+                raise NoResultFound("studio_journal_commit answered no row")
+            answer = row[0]
             if isinstance(answer, str | bytes):  # a driver that does not load json itself
                 answer = json.loads(answer)
             return Committed(int(answer["seq"]), list(answer.get("alerts") or []),

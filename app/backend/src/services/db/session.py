@@ -38,7 +38,7 @@ from sqlalchemy.orm import configure_mappers, sessionmaker
 
 from services.db import migrate
 from services.db.connection_loss import rerun, wait_for_reconnects
-from services.db.sqlite_statements import execute_sql
+from services.db.statements import execute_sql
 from services.execution.errors import ConfigError
 from services.settings import StudioSettings
 from services.telemetry.instrumentation import instrument_sqlalchemy

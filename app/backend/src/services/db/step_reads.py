@@ -33,7 +33,7 @@ from sqlalchemy import Connection, Table, bindparam, literal_column, select, tru
 from services.db.base import utcnow
 from services.db.models import BudgetLedger, NodeExecution, RuntimeSetting, Team, TeamSpend
 from services.db.session import Database
-from services.db.sqlite_statements import Statement
+from services.db.statements import Statement
 from services.db.team_budget import TeamState, month_of, to_micros
 
 MAX_AGE_S = 0.5

@@ -28,7 +28,7 @@ from sqlalchemy import Connection, Table, bindparam, select, update
 from services.db.base import utcnow
 from services.db.models import Team, TeamBudgetAlert, TeamSpend
 from services.db.session import Database, dialect_insert
-from services.db.sqlite_statements import Statement
+from services.db.statements import Statement
 
 log = logging.getLogger(__name__)
 
