@@ -73,7 +73,7 @@ from bench import fork_pages  # noqa: E402
 from bench.concurrency import CpuSampler  # noqa: E402
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
 from bench.product_path import pg_database  # noqa: E402
-from bench.scale_timeline import print_timeline  # noqa: E402
+from bench.scale_timeline import pg_counts, print_timeline  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
 from services.db.models import NodeExecution  # noqa: E402
@@ -254,6 +254,17 @@ def unfinished(db: Database, ids: list[str]) -> int:
                 NodeExecution.id.in_(ids), NodeExecution.finished_at.is_(None))) or 0)
 
 
+def _pg_counts(args: argparse.Namespace, db_url: str) -> tuple[int, int] | None:
+    """With ``--timeline``: the database's sessions and commits so far."""
+    if not args.timeline:
+        return None
+    db = open_database(studio_settings(database_url=db_url))
+    try:
+        return pg_counts(db)
+    finally:
+        db.dispose()
+
+
 def start_worker(env: dict[str, str], log_path: Path, n: int,
                  cwd: Path | None) -> subprocess.Popen[bytes]:
     with log_path.open("wb") as log:
@@ -294,6 +305,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
         cpu = CpuSampler()
         cpu.start()
         sampler.start()
+        counts = _pg_counts(args, db_url)
         own = os.times()
         product = tree_ticks(worker.pid) + cpu_ticks(api.process.pid)  # type: ignore[attr-defined]
         started = time.perf_counter()
@@ -319,8 +331,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
             time.sleep(0.2)
         ended = time.perf_counter()
         rows = [repo.get(i) for i in ids]
-        if args.timeline:
-            print_timeline(db, ids, started_wall)
+        print_timeline(db, ids, started_wall, log_path, counts)  # with --timeline only
         wall = ended - started
         product = tree_ticks(worker.pid) + cpu_ticks(api.process.pid) - product  # type: ignore[attr-defined]
         servers = sum(os.times()[:4]) - sum(own[:4])
@@ -531,6 +542,13 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
                      "fork_server.warm_up(); fork_server.load(fork_server.adapters('codex'))\n"
                      "freeze = getattr(fork_server, 'freeze_heap', None)\n"
                      "freeze() if freeze else (gc.collect(), gc.freeze())\n"
+                     "import collections, re\n"
+                     "from sqlalchemy import event\n"
+                     "from sqlalchemy.engine import Engine\n"
+                     "said = collections.Counter()\n"
+                     "def count(conn, cursor, statement, *rest):\n"
+                     "    said[re.sub(r'\\s+', ' ', statement)[:90]] += 1\n"
+                     "event.listen(Engine, 'before_cursor_execute', count)\n"
                      "profile = cProfile.Profile(time.process_time)\n"
                      "own = resource.getrusage(resource.RUSAGE_SELF)\n"
                      "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
@@ -543,7 +561,10 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
                      "own2.ru_utime + own2.ru_stime - own.ru_utime - own.ru_stime, "
                      "kids2.ru_utime + kids2.ru_stime - kids.ru_utime - kids.ru_stime), "
                      "file=sys.stderr)\n"
-                     "profile.dump_stats(sys.argv[1])\n")
+                     "profile.dump_stats(sys.argv[1])\n"
+                     "print('warm execute: %d statements' % sum(said.values()), file=sys.stderr)\n"
+                     "for text, n in said.most_common(25):\n"
+                     "    print('warm execute: %4d  %s' % (n, text), file=sys.stderr)\n")
     warm_run = subprocess.run([*python, "-c", warm_profiled, str(warm_out), create()], env=env,
                               cwd=cwd, check=False, stdout=subprocess.DEVNULL,
                               stderr=subprocess.PIPE, timeout=600)

@@ -10,11 +10,15 @@ latest grows with N (a queue) shows apart from one every execution spends in par
 
 from __future__ import annotations
 
+import json
+import re
 import statistics
 from collections import defaultdict
 from datetime import datetime
+from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import select, text
+
 from services.db.models import ExecutionEvent, NodeExecution
 from services.db.session import Database
 
@@ -49,8 +53,58 @@ def milestones(db: Database, ids: list[str], origin: float) -> dict[str, dict[st
     return out
 
 
-def print_timeline(db: Database, ids: list[str], origin: float) -> None:
+FORKED = re.compile(r"fork server: execution (\S+) runs as pid")
+RECEIVED = re.compile(r"Task \S+ received")
+
+
+def worker_log(log: Path, ids: list[str], origin: float,
+               per: dict[str, dict[str, float]]) -> list[float]:
+    """Add each execution's ``forked`` (the worker's ``runs as pid`` line) to ``per``; answer
+    the times of the worker's ``received`` lines (Celery names the task, not the execution).
+    The worker's log is JSON lines (:mod:`services.logs`)."""
+    received: list[float] = []
+    wanted = set(ids)
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            record = json.loads(line)
+            at = datetime.fromisoformat(record["ts"]).timestamp() - origin
+            message = str(record["message"])
+        except (ValueError, KeyError, TypeError):
+            continue
+        if RECEIVED.search(message):
+            received.append(at)
+        forked = FORKED.search(message)
+        if forked is not None and forked.group(1) in wanted:
+            per[forked.group(1)]["forked"] = at
+    return received
+
+
+def pg_counts(db: Database) -> tuple[int, int]:
+    """This database's sessions opened and transactions committed so far
+    (``pg_stat_database``, PostgreSQL 14 and later; flushed by each backend within a second)."""
+    with db.read_session() as session:
+        row = session.execute(text(
+            "SELECT sessions, xact_commit FROM pg_stat_database "
+            "WHERE datname = current_database()")).one()
+    return int(row[0]), int(row[1])
+
+
+def print_timeline(db: Database, ids: list[str], origin: float, log: Path | None = None,
+                   counts: tuple[int, int] | None = None) -> None:
+    """The round's timeline; nothing when ``counts`` is None (``bench/scale.py`` without
+    ``--timeline``)."""
+    if counts is None:
+        return
     per = milestones(db, ids, origin)
+    received = worker_log(log, ids, origin, per) if log is not None else []
+    if received:
+        print(f"    the worker's 'received' lines: {len(received)}, first {min(received):.2f} "
+              f"s, median {statistics.median(received):.2f} s, last {max(received):.2f} s")
+    if counts:
+        sessions, commits = (after - before for after, before in
+                             zip(pg_counts(db), counts, strict=True))
+        print(f"    PostgreSQL (pg_stat_database, this round): {sessions / len(ids):.1f} "
+              f"sessions and {commits / len(ids):.1f} commits per execution")
     names: dict[str, list[float]] = defaultdict(list)
     for marks in per.values():
         for name, value in marks.items():
