@@ -2,8 +2,10 @@
 appends one line ``worker<TAB>start<TAB>end<TAB>node id<TAB>outcome<TAB>cpu<TAB>children cpu``
 (wall-clock seconds, setup to teardown; then the CPU seconds the xdist worker process spent in
 it, and those of the child processes it reaped meanwhile: the servers, workers and ``studio``
-commands the test started) to FILE as it finishes, so a run still going, or one stopped, can be read
-(``scripts/test_timings.py`` sums them per module and per xdist worker).
+commands the test started, those forked by the warm CLI launcher's zygote included, whose CPU
+time the zygote reports as it reaps them, :func:`tests.support.warm_cli.children_cpu`) to FILE
+as it finishes, so a run still going, or one stopped, can be read (``scripts/test_timings.py``
+sums them per module and per xdist worker).
 Off by default; no effect on what a test asserts.
 """
 
@@ -17,6 +19,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.warm_cli import children_cpu
+
 TIMINGS_VARIABLE = "STUDIO_TEST_TIMINGS"
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 _failed: set[str] = set()  # node ids of this process's tests with a failed phase
@@ -28,10 +32,11 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 
 def _cpu() -> tuple[float, float]:
-    """User plus system CPU seconds of this process and of its reaped children so far."""
+    """User plus system CPU seconds of this process and of its reaped children so far (those
+    the warm CLI launcher's zygote reaped for it included)."""
     own = resource.getrusage(resource.RUSAGE_SELF)
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime
+    return own.ru_utime + own.ru_stime, children.ru_utime + children.ru_stime + children_cpu()
 
 
 def _worker_name(config: pytest.Config) -> str:

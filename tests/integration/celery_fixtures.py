@@ -20,6 +20,8 @@ from typing import IO, TypeVar
 import pytest
 import redis
 
+from tests.support import warm_cli
+
 REDIS_HOST, REDIS_PORT = "127.0.0.1", 6379
 LOCK_KEY = "studio-tests:celery-lock"
 STUDIO = [sys.executable, "-m", "services.cli"]
@@ -82,8 +84,8 @@ class WorkerProcess:
 
 def start_worker(env: dict[str, str], log_path: Path, *args: str) -> WorkerProcess:
     log = log_path.open("wb")
-    process = subprocess.Popen([*STUDIO, "worker", *args], env=env, stdin=subprocess.DEVNULL,
-                               stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    process = warm_cli.Popen([*STUDIO, "worker", *args], env=env, stdin=subprocess.DEVNULL,
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return WorkerProcess(process, log_path, log)
 
 

@@ -44,6 +44,7 @@ from tests.integration.databases import (
     drop_pg_database,
 )
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, repo_world
+from tests.support import warm_cli
 from tests.support.redaction import settings_redactor
 from tests.support.settings import studio_settings
 
@@ -108,8 +109,8 @@ class Chaos:
 
     def set(self, **values: str) -> None:
         for key, value in values.items():
-            done = subprocess.run([*STUDIO, "settings", "set", key, value], env=self.env(),
-                                  capture_output=True, text=True, timeout=120, check=False)
+            done = warm_cli.run([*STUDIO, "settings", "set", key, value], env=self.env(),
+                                capture_output=True, text=True, timeout=120, check=False)
             assert done.returncode == 0, done.stderr
 
     def start_worker(self, *args: str) -> WorkerProcess:

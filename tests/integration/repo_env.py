@@ -16,6 +16,7 @@ from typing import Any
 
 from services.db.session import Database, open_database
 from services.settings import StudioSettings
+from tests.support import warm_cli
 from tests.support.git_http_server import GIT_ENV, GitHttpHost, git_http_server, seed_bare_repo
 from tests.support.github_api import GitHubApi, github_api
 from tests.support.settings import studio_settings
@@ -91,8 +92,8 @@ def repo_world(root: Path, extra_files: dict[str, str] | None = None) -> Iterato
 
 def studio(env: dict[str, str], *args: str,
            timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return warm_cli.run([*STUDIO, *args], env=env, capture_output=True, text=True,
+                        timeout=timeout, check=False)
 
 
 def last_json(stdout: str) -> dict[str, Any]:

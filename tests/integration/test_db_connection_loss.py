@@ -19,7 +19,6 @@ the pushed result, no tool call journalled twice, the journal's sequence numbers
 from __future__ import annotations
 
 import dataclasses
-import subprocess
 import threading
 import time
 from collections import Counter
@@ -39,6 +38,7 @@ from tests.integration.celery_fixtures import STUDIO, Broker, start_worker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
 from tests.integration.db_faults import database_name, refusing_connections, terminate_backends
 from tests.integration.repo_env import DONE, TEST_ARGV, RepoWorld, repo_world
+from tests.support import warm_cli
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -141,8 +141,8 @@ def world(root: Path, admin: str, broker: Broker | None = None,
                      "STUDIO_WORKER_QUEUE": broker.queue} if broker is not None else {}
             env = found.env(root / "workspaces", **extra)
             for key, value in (runtime or {}).items():
-                done = subprocess.run([*STUDIO, "settings", "set", key, value], env=env,
-                                      capture_output=True, text=True, timeout=120, check=False)
+                done = warm_cli.run([*STUDIO, "settings", "set", key, value], env=env,
+                                    capture_output=True, text=True, timeout=120, check=False)
                 assert done.returncode == 0, done.stderr
             logs = []
             if broker is not None:

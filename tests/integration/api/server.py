@@ -20,6 +20,7 @@ import httpx2
 from services.db.api_tokens import ApiTokenRepository
 from services.db.session import Database, create_db_engine
 from tests.integration.celery_fixtures import Broker, start_worker
+from tests.support import warm_cli
 from tests.support.git_http_server import git_http_server, seed_bare_repo
 from tests.support.github_api import github_api
 
@@ -130,7 +131,7 @@ def api_process(env: dict[str, str], repo_url: str,
                 command: tuple[str, ...] = API_COMMAND) -> Iterator[ApiServer]:
     """``studio api --port 0`` in ``env`` (its database: ``STUDIO_DATABASE_URL``); ``command``
     starts it another way (a wrapper around the CLI that serves the same)."""
-    process = subprocess.Popen(
+    process = warm_cli.Popen(
         list(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     log: list[str] = []
     found, port = threading.Event(), []

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -19,6 +18,7 @@ from services.db.status import ExecutionStatus
 from services.execution.errors import ErrorCode
 from tests.integration.api.helpers import create, read_all, slow_script, wait_final
 from tests.integration.api.server import CORS_ORIGIN, ApiServer
+from tests.support import warm_cli
 from tests.support.redaction import settings_redactor
 
 ERROR_KEYS = {"code", "message", "details", "retryable", "request_id", "correlation_id"}
@@ -209,9 +209,9 @@ def test_cors_allows_the_configured_origin_only(api: ApiServer) -> None:
 
 
 def test_tokens_create_prints_the_token_alone_on_the_last_line(api: ApiServer) -> None:
-    done = subprocess.run([sys.executable, "-m", "services.cli", "tokens", "create", "--name",
-                           "ci", "--scopes", "read"], env=api.env, capture_output=True,
-                          text=True, timeout=60, check=False)
+    done = warm_cli.run([sys.executable, "-m", "services.cli", "tokens", "create", "--name",
+                         "ci", "--scopes", "read"], env=api.env, capture_output=True,
+                        text=True, timeout=60, check=False)
     assert done.returncode == 0, done.stderr
     token = done.stdout.strip().splitlines()[-1]
     assert token.startswith("studio_") and " " not in token and token not in done.stderr

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -39,6 +38,7 @@ from tests.integration.api.helpers import create, wait_final
 from tests.integration.api.server import ApiServer, running_api
 from tests.integration.celery_fixtures import claimed_broker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
+from tests.support import warm_cli
 from tests.support.redaction import settings_redactor
 
 FAILING_TEST = "echo 'FAILED test_widgets: expected 3, got 2'; echo 'AssertionError' >&2; exit 1"
@@ -199,7 +199,7 @@ def test_the_downloaded_replay_script_reruns_to_the_same_result(
     browser.find_element(By.ID, "download-replay").click()
     script = _downloaded(tmp_path / "downloads")
 
-    again = subprocess.run(
+    again = warm_cli.run(
         [sys.executable, "-m", "services.cli", "run", "the same again", "--repo",
          studio.repo_url, "--provider", "replay", "--script", str(script), "--no-pr", "--json"],
         capture_output=True, text=True, env=studio.env, timeout=300, check=False)

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from tests.integration.api.server import ApiServer, api_process, running_api
 from tests.integration.api.test_studio_pages import _calls, _command, _confirm, fix_script
 from tests.integration.celery_fixtures import claimed_broker
 from tests.integration.databases import create_migrated_pg_database, drop_pg_database
+from tests.support import warm_cli
 
 UNKNOWN = "0b3e4a57-8c1d-4e0f-9a2b-3c4d5e6f7a8b"
 
@@ -167,7 +167,7 @@ def test_a_failed_run_says_why_at_the_top_and_links_nothing_that_does_not_exist(
 
     script = tmp_path / "local.json"
     script.write_text(json.dumps({"turns": [{"final": "done"}]}), encoding="utf-8")
-    local = subprocess.run(
+    local = warm_cli.run(
         [sys.executable, "-m", "services.cli", "run", "local one", "--repo",
          str(studio.bare_repo), "--provider", "replay", "--script", str(script), "--no-pr",
          "--json"], capture_output=True, text=True, env=studio.env, timeout=300, check=False)

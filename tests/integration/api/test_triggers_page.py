@@ -4,7 +4,6 @@ login or a label is hostile markup (what GitHub users write reaches this page)."
 
 from __future__ import annotations
 
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -14,7 +13,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from tests.integration.api.browser import HOSTILE, chromium, login, nothing_injected_ran, text, wait
 from tests.integration.api.server import REPO, ApiServer, running_api
-from tests.support import webhooks
+from tests.support import warm_cli, webhooks
 
 SECRET = "whsec-page-test"
 
@@ -23,9 +22,9 @@ SECRET = "whsec-page-test"
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
     with running_api(tmp_path_factory.mktemp("triggers-page"),
                      extra_env={"STUDIO_SECRET_KEY": "page-test-secret-key-0123456789"}) as api:
-        done = subprocess.run([sys.executable, "-m", "services.cli", "integrations", "set",
-                               "github", "--webhook-secret-stdin"], input=SECRET + "\n",
-                              env=api.env, capture_output=True, text=True, timeout=120)
+        done = warm_cli.run([sys.executable, "-m", "services.cli", "integrations", "set",
+                             "github", "--webhook-secret-stdin"], input=SECRET + "\n",
+                            env=api.env, capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr
         yield api
 

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 SECRET = "Hunter2Secret-9f8e7d"
 
@@ -37,8 +39,8 @@ def _env(tmp_path: Path, **values: str) -> dict[str, str]:
 
 
 def _studio(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], env=env, capture_output=True, text=True,
-                          timeout=180, check=False, stdin=subprocess.DEVNULL)
+    return warm_cli.run([*STUDIO, *args], env=env, capture_output=True, text=True,
+                        timeout=180, check=False, stdin=subprocess.DEVNULL)
 
 
 def _assert_one_line(done: subprocess.CompletedProcess[str], variable: str,

@@ -9,6 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 
 
@@ -17,8 +19,8 @@ def test_demo_pushes_the_agents_branch_and_cleans_up(tmp_path: Path) -> None:
            "STUDIO_WORKSPACE_DIR": str(tmp_path / "workspaces"),
            "STUDIO_GIT_AUTHOR_NAME": "Demo Agent", "STUDIO_GIT_AUTHOR_EMAIL": "demo@studio.invalid"}
     env.pop("STUDIO_DATABASE_URL", None)
-    proc = subprocess.run([*STUDIO, "demo"], capture_output=True, text=True, env=env,
-                          timeout=240, check=False)
+    proc = warm_cli.run([*STUDIO, "demo"], capture_output=True, text=True, env=env,
+                        timeout=240, check=False)
     assert proc.returncode == 0, proc.stderr
     summary = json.loads(proc.stdout.strip().splitlines()[-1])
     execution_id = summary["execution_id"]

@@ -15,6 +15,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 FAILING = "echo first-out; echo the-error-line >&2; exit 3"
 
@@ -39,7 +41,7 @@ def _script(root: Path, commands: list[str]) -> Path:
 
 def _run(root: Path, commands: list[str], *extra: str) -> subprocess.CompletedProcess[str]:
     (root / "ws").mkdir(exist_ok=True)
-    return subprocess.run(
+    return warm_cli.run(
         [*STUDIO, "run", "fix it", "--workspace", str(root / "ws"), "--provider", "replay",
          "--script", str(_script(root, commands)), "--json", *extra],
         capture_output=True, text=True, env=_env(root), timeout=300, check=False)
@@ -58,8 +60,8 @@ def test_verbose_prints_a_failing_commands_output_tail(tmp_path: Path) -> None:
 def test_logs_prints_the_journal_with_outputs_and_the_end(tmp_path: Path) -> None:
     done = _run(tmp_path, [FAILING, "echo fixed"])
     execution_id = json.loads(done.stdout.strip().splitlines()[-1])["execution_id"]
-    logs = subprocess.run([*STUDIO, "executions", "logs", execution_id], capture_output=True,
-                          text=True, env=_env(tmp_path), timeout=120, check=False)
+    logs = warm_cli.run([*STUDIO, "executions", "logs", execution_id], capture_output=True,
+                        text=True, env=_env(tmp_path), timeout=120, check=False)
     assert logs.returncode == 0, logs.stderr
     lines = logs.stdout.splitlines()
     assert any("-> command.run" in line and "exit 3" in line for line in lines)
@@ -67,14 +69,14 @@ def test_logs_prints_the_journal_with_outputs_and_the_end(tmp_path: Path) -> Non
     assert "    <- exit 0 ok" in lines and "      stdout | fixed" in lines
     assert lines[-1].startswith("end: succeeded") and "cost=$" in lines[-1]
 
-    missing = subprocess.run([*STUDIO, "executions", "logs", "no-such-id"], capture_output=True,
-                             text=True, env=_env(tmp_path), timeout=120, check=False)
+    missing = warm_cli.run([*STUDIO, "executions", "logs", "no-such-id"], capture_output=True,
+                           text=True, env=_env(tmp_path), timeout=120, check=False)
     assert missing.returncode == 1 and "no execution no-such-id" in missing.stderr
 
 
 def _latest_id(root: Path) -> str | None:
-    listed = subprocess.run([*STUDIO, "executions", "list", "--json"], capture_output=True,
-                            text=True, env=_env(root), timeout=120, check=False)
+    listed = warm_cli.run([*STUDIO, "executions", "list", "--json"], capture_output=True,
+                          text=True, env=_env(root), timeout=120, check=False)
     rows = json.loads(listed.stdout or "[]") if listed.returncode == 0 else []
     return str(rows[0]["id"]) if rows else None
 
@@ -82,7 +84,7 @@ def _latest_id(root: Path) -> str | None:
 def test_follow_prints_a_live_run_until_its_end(tmp_path: Path) -> None:
     (tmp_path / "ws").mkdir()
     gate = "while [ ! -f release ]; do sleep 0.1; done; echo released-now"
-    run = subprocess.Popen(
+    run = warm_cli.Popen(
         [*STUDIO, "run", "wait", "--workspace", str(tmp_path / "ws"), "--provider", "replay",
          "--script", str(_script(tmp_path, [gate]))],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=_env(tmp_path))
@@ -93,8 +95,8 @@ def test_follow_prints_a_live_run_until_its_end(tmp_path: Path) -> None:
             time.sleep(0.3)
             execution_id = _latest_id(tmp_path)
         assert execution_id is not None
-        follow = subprocess.Popen([*STUDIO, "executions", "logs", execution_id, "--follow"],
-                                  stdout=subprocess.PIPE, text=True, env=_env(tmp_path))
+        follow = warm_cli.Popen([*STUDIO, "executions", "logs", execution_id, "--follow"],
+                                stdout=subprocess.PIPE, text=True, env=_env(tmp_path))
         time.sleep(3)
         assert follow.poll() is None  # still following: the command waits for its release
         (tmp_path / "ws" / "release").write_text("go\n")

@@ -12,14 +12,15 @@ import pytest
 from jsonschema import Draft202012Validator
 
 from services.execution.errors import ErrorCode
+from tests.support import warm_cli
 
 STUDIO = [sys.executable, "-m", "services.cli"]
 ERROR_FIELDS = {"code", "message", "details", "retryable", "request_id", "correlation_id"}
 
 
 def studio(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], capture_output=True, text=True, cwd=cwd, timeout=60,
-                          check=False)
+    return warm_cli.run([*STUDIO, *args], capture_output=True, text=True, cwd=cwd, timeout=60,
+                        check=False)
 
 
 def test_tools_list_is_a_json_array_of_valid_tools() -> None:

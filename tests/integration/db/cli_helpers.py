@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support import warm_cli
+
 STUDIO = Path(sys.executable).with_name("studio")
 
 
@@ -14,5 +16,5 @@ def studio(url: str, *args: str, stdin: str | None = None,
            env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     environment = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")}
     environment.update({"STUDIO_DATABASE_URL": url, **(env or {})})
-    return subprocess.run([str(STUDIO), *args], env=environment, input=stdin,
-                          capture_output=True, text=True, check=False, timeout=120)
+    return warm_cli.run([str(STUDIO), *args], env=environment, input=stdin,
+                        capture_output=True, text=True, check=False, timeout=120)

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 OPENAI_KEY = "sk-test-EVALSECRET-0123456789abcdef"
 
@@ -54,8 +56,8 @@ def eval_env(db_url: str, home: Path, model_url: str | None = None) -> dict[str,
 
 def studio(env: dict[str, str], *args: str,
            timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+    return warm_cli.run([*STUDIO, *args], env=env, capture_output=True, text=True,
+                        timeout=timeout, check=False)
 
 
 def report(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:

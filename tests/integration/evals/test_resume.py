@@ -16,6 +16,7 @@ from services.db.executions import ExecutionRepository
 from services.db.models import NodeExecution
 from services.db.session import Database, open_database
 from tests.integration.evals.eval_env import STUDIO, eval_env, report, studio, write_value_task
+from tests.support import warm_cli
 from tests.support.settings import sqlite_settings
 
 RUN_ID = "killed-half-way"
@@ -53,8 +54,8 @@ def test_a_killed_eval_resumes_without_running_a_finished_task_again(tmp_path: P
     for key, value in (("lease_ttl_s", "3"), ("heartbeat_s", "1")):
         assert studio(env, "settings", "set", key, value).returncode == 0
     argv = [*STUDIO, "eval", "run", str(suite), "--concurrency", "1", "--id", RUN_ID, "--json"]
-    proc = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                            text=True)
+    proc = warm_cli.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                          text=True)
     try:
         before = _wait_for(db, lambda items: len(items) == 3 and items["a-first"].grade
                            and _started(db, items["b-killed"]), proc)

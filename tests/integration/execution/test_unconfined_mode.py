@@ -19,6 +19,7 @@ import pytest
 from services.db.session import open_database
 from services.execution.sandbox.selection import select_sandbox
 from services.settings import StudioSettings
+from tests.support import warm_cli
 from tests.unit.execution.command_helpers import command_context, run_command
 
 STUDIO = [sys.executable, "-m", "services.cli"]
@@ -26,8 +27,8 @@ STUDIO = [sys.executable, "-m", "services.cli"]
 
 def _studio(env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
     full = {k: v for k, v in os.environ.items() if not k.startswith("STUDIO_")} | env
-    return subprocess.run([*STUDIO, *args], capture_output=True, text=True, timeout=120,
-                          env=full, check=False)
+    return warm_cli.run([*STUDIO, *args], capture_output=True, text=True, timeout=120,
+                        env=full, check=False)
 
 
 def test_providers_warns_when_commands_are_unconfined() -> None:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tests.support import warm_cli
+
 STUDIO = [sys.executable, "-m", "services.cli"]
 OPENAI_KEY = "sk-test-SECRETKEY-0123456789abcdef"
 GITHUB_TOKEN = "ghs_SECRETGITHUBTOKEN0123456789abcdef"
@@ -24,10 +26,13 @@ def studio_env(db_url: str, home: Path, model_url: str | None = None) -> dict[st
     return env
 
 
-def studio(env: dict[str, str], *args: str,
-           timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, *args], env=env, capture_output=True, text=True,
-                          timeout=timeout, check=False)
+def studio(env: dict[str, str], *args: str, timeout: float = 120,
+           fresh: bool = False) -> subprocess.CompletedProcess[str]:
+    """``studio ARGS`` forked by the warm CLI launcher; with ``fresh``, exec'ed (a test that
+    reads the process's ``/proc/<pid>/environ``, the block it was exec'ed with)."""
+    run = subprocess.run if fresh else warm_cli.run
+    return run([*STUDIO, *args], env=env, capture_output=True, text=True, timeout=timeout,
+               check=False)
 
 
 def last_json(stdout: str) -> dict[str, Any]:

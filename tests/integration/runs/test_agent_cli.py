@@ -11,6 +11,7 @@ from pathlib import Path
 from services.execution.tool_domains.registry import default_registry
 from tests.integration.mcp_fixtures import stdio_server_entry
 from tests.integration.runs.cli_runs import STUDIO, last_json, studio, studio_env
+from tests.support import warm_cli
 from tests.support.model_server import ScriptedModelServer, text
 
 SECRET = "cli-mcp-env-SECRET-8c2d41e7"
@@ -18,9 +19,9 @@ DONE = json.dumps({"status": "success", "summary": "done"})
 
 
 def _add(env: dict[str, str], name: str, config: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*STUDIO, "mcp", "add", name, "--config", "-"], env=env,
-                          input=json.dumps(config), capture_output=True, text=True,
-                          timeout=120, check=False)
+    return warm_cli.run([*STUDIO, "mcp", "add", name, "--config", "-"], env=env,
+                        input=json.dumps(config), capture_output=True, text=True,
+                        timeout=120, check=False)
 
 
 def test_studio_mcp_manages_servers_without_printing_secrets(db_url: str, tmp_path: Path
@@ -47,9 +48,9 @@ def test_studio_mcp_manages_servers_without_printing_secrets(db_url: str, tmp_pa
     missing = studio(env, "mcp", "show", "files")
     assert missing.returncode == 1 and "no MCP server files" in missing.stderr
     assert studio(env, "mcp", "remove", "files").returncode == 1
-    not_json = subprocess.run([*STUDIO, "mcp", "add", "x", "--config", "-"], env=env,
-                              input="{not json", capture_output=True, text=True, timeout=120,
-                              check=False)
+    not_json = warm_cli.run([*STUDIO, "mcp", "add", "x", "--config", "-"], env=env,
+                            input="{not json", capture_output=True, text=True, timeout=120,
+                            check=False)
     assert not_json.returncode == 2
     for output in outputs:
         assert SECRET not in output

@@ -64,8 +64,10 @@ def _witness(tmp_path: Path, workspace: Path, listener: RecordingListener,
 
 def _run(env: dict[str, str], workspace: Path, *servers: str) -> subprocess.CompletedProcess[str]:
     flags = [part for name in servers for part in ("--mcp-server", name)]
+    # exec'ed fresh: the witness reads its parent's /proc/<pid>/environ, the block a process
+    # was exec'ed with (a forked one shows the warm CLI launcher's zygote's)
     return studio(env, "run", "--workspace", str(workspace), "--provider", "codex",
-                  "--model", "gpt-5.1", *flags, "--json", "go", timeout=180)
+                  "--model", "gpt-5.1", *flags, "--json", "go", timeout=180, fresh=True)
 
 
 def _last_execution(db_url: str) -> tuple[Any, list[tuple[str, dict[str, Any]]]]:

@@ -8,7 +8,6 @@ cost is counted at the configured ``STUDIO_MODEL_PRICES``.
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +21,7 @@ from services.runs.request import ExecutionRequest
 from services.runs.service import ExecutionService
 from tests.integration.databases import url_of
 from tests.integration.runs.cli_runs import STUDIO
+from tests.support import warm_cli
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, Usage
 from tests.support.model_server import ScriptedModelServer, error, text, tool_calls
@@ -133,15 +133,15 @@ def test_the_switch_and_the_prices_appear_in_studio_executions_show(
     execution_id, _ = _run(db, tmp_path, "gemini", CodexGoesDown(), monkeypatch)
     env = {"STUDIO_DATABASE_URL": url_of(db), "HOME": str(tmp_path),
            "STUDIO_DATA_DIR": str(tmp_path / "data"), "PATH": "/usr/bin:/bin"}
-    shown = subprocess.run([*STUDIO, "executions", "show", execution_id, "--json"], env=env,
-                           capture_output=True, text=True, timeout=120, check=False)
+    shown = warm_cli.run([*STUDIO, "executions", "show", execution_id, "--json"], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
     assert shown.returncode == 0, shown.stderr
     data = json.loads(shown.stdout.strip().splitlines()[-1])
     assert [f["to"]["provider"] for f in data["model_fallbacks"]] == ["gemini"]
     assert data["settings_snapshot"]["price_overrides"]["gpt-5.1"] == {"input": 10.0,
                                                                       "output": 20.0}
-    table = subprocess.run([*STUDIO, "executions", "show", execution_id], env=env,
-                           capture_output=True, text=True, timeout=120, check=False)
+    table = warm_cli.run([*STUDIO, "executions", "show", execution_id], env=env,
+                         capture_output=True, text=True, timeout=120, check=False)
     assert table.returncode == 0, table.stderr
     assert "codex:gpt-5.1 -> gemini:gemini-2.5-pro (provider_unavailable" in table.stdout
     assert "price_overrides" in table.stdout and "codex:gpt-5.1, gemini:gemini-2.5-pro" \

@@ -28,6 +28,7 @@ from tests.integration.runs.cli_runs import (
     studio,
     studio_env,
 )
+from tests.support import warm_cli
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
@@ -122,10 +123,10 @@ def test_sigkill_mid_loop_keeps_completed_cycles_and_recorded_calls_are_not_reru
         {"final": {"status": "success", "summary": "never reached"}},
     ]}))
     env = studio_env(db_url, tmp_path)
-    proc = subprocess.Popen([*STUDIO, "run", "--workspace", str(workspace), "--provider",
-                             "replay", "--script", str(script_file), "--json", "go"],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            start_new_session=True)
+    proc = warm_cli.Popen([*STUDIO, "run", "--workspace", str(workspace), "--provider",
+                           "replay", "--script", str(script_file), "--json", "go"],
+                          env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          start_new_session=True)
     db = _database(db_url)
     try:
         def sleeping() -> bool:

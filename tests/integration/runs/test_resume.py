@@ -47,6 +47,7 @@ from tests.integration.repo_env import (
     repo_world,
     studio,
 )
+from tests.support import warm_cli
 from tests.support.redaction import settings_redactor
 
 APPEND = ["sh", "-c", "echo ran >> counter.txt"]
@@ -110,9 +111,9 @@ def test_killed_execution_resumes_in_a_fresh_directory_exactly_once(
         execution_id = _start(world, kill_after_push)
         db = world.database()
         repo, store = ExecutionRepository(db, settings_redactor()), LeaseStore(db)
-        first = subprocess.Popen([*STUDIO, "execute", execution_id],
-                                 env=world.env(tmp_path / "ws1"), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        first = warm_cli.Popen([*STUDIO, "execute", execution_id],
+                               env=world.env(tmp_path / "ws1"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
         try:
             _wait_for_call(repo, execution_id, SLEEP, first)
         finally:
@@ -226,9 +227,9 @@ def test_a_holder_that_cannot_renew_kills_its_commands_and_exits_before_expiry(
             provider="replay", prompt="Take notes", repo_url=world.url, script=script),
             Redactor([TOKEN]), settings=world.settings())
         repo = ExecutionRepository(db, settings_redactor())
-        child = subprocess.Popen([*STUDIO, "execute", execution_id],
-                                 env=world.env(tmp_path / "ws"), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        child = warm_cli.Popen([*STUDIO, "execute", execution_id],
+                               env=world.env(tmp_path / "ws"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
         try:
             _wait_for_call(repo, execution_id, argv, child)
             lock = sqlite3.connect(tmp_path / "studio.db", isolation_level=None, timeout=60)

@@ -25,6 +25,7 @@ from tests.integration.runs.review_world import (
     review_json,
     script,
 )
+from tests.support import warm_cli
 from tests.support.exfil_listener import TcpWitness
 
 
@@ -38,9 +39,9 @@ def test_a_worker_killed_while_posting_leaves_exactly_one_review(tmp_path: Path)
         execution_id = start_review(db, world.settings(), world.url, 1, provider="replay",
                                     script=script(final(review_json(finding()))))
         world.api.reviews.hold_posting = True
-        first = subprocess.Popen([*STUDIO, "execute", execution_id],
-                                 env=world.env(tmp_path / "ws1"), stdout=subprocess.PIPE,
-                                 stderr=subprocess.PIPE, text=True)
+        first = warm_cli.Popen([*STUDIO, "execute", execution_id],
+                               env=world.env(tmp_path / "ws1"), stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
         try:
             assert world.api.reviews.held.wait(120), first.poll()
         finally:

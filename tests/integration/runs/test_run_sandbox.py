@@ -22,6 +22,7 @@ from services.db.session import open_database
 from services.execution.sandbox.session import wait_gone
 from services.executors.local import descendants
 from tests.integration.runs.cli_runs import STUDIO, last_json, studio_env
+from tests.support import warm_cli
 from tests.support.settings import sqlite_settings
 from tests.unit.execution.command_helpers import require_sandbox, sleep_marker
 
@@ -74,7 +75,7 @@ def test_one_sandbox_per_run_restarted_and_journaled(tmp_path: Path) -> None:
     script = tmp_path / "script.json"
     script.write_text(json.dumps(_script(marker)))
 
-    proc = subprocess.Popen(
+    proc = warm_cli.Popen(
         [*STUDIO, "run", "--workspace", str(workspace), "--provider", "replay",
          "--script", str(script), "--json", "go"],
         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

@@ -17,6 +17,7 @@ from services.db.redaction import Redactor
 from services.db.session import open_database
 from services.runs.request import ExecutionRequest, create_execution
 from tests.integration.celery_fixtures import STUDIO, Broker, wait_for
+from tests.support import warm_cli
 from tests.support.settings import studio_settings
 
 
@@ -62,8 +63,8 @@ def test_the_reaper_serves_its_lease_expirations_and_redispatches(
                STUDIO_WORKSPACE_DIR=str(tmp_path / "workspaces"))
     port = _free_port()
     log = (tmp_path / "reaper.log").open("wb")
-    process = subprocess.Popen([*STUDIO, "reaper", "--metrics-port", str(port)], env=env,
-                               stdout=log, stderr=log, stdin=subprocess.DEVNULL)
+    process = warm_cli.Popen([*STUDIO, "reaper", "--metrics-port", str(port)], env=env,
+                             stdout=log, stderr=log, stdin=subprocess.DEVNULL)
     try:
         samples = wait_for("the reaper's metrics to count the expired lease",
                            lambda: _scrape(f"http://127.0.0.1:{port}/metrics"), 60,

@@ -26,6 +26,7 @@ from services.db.status import FINAL_STATUSES
 from services.db.triggers import DeliveryStore, SlotStore
 from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import STUDIO, Broker, WorkerProcess, start_worker
+from tests.support import warm_cli
 from tests.support.git_http_server import GitHttpHost, git_http_server, seed_bare_repo
 from tests.support.github_api import GitHubApi, github_api
 from tests.support.github_issues import GitHubIssues, plug_issues
@@ -88,8 +89,8 @@ class World:
         return deliver(self.hook_url, SECRET, event, payload, **kwargs)
 
     def studio(self, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*STUDIO, *args], env=self.env, input=stdin, capture_output=True,
-                              text=True, timeout=120, check=False)
+        return warm_cli.run([*STUDIO, *args], env=self.env, input=stdin, capture_output=True,
+                            text=True, timeout=120, check=False)
 
     def start_worker(self, name: str) -> WorkerProcess:
         env = {**self.env, "STUDIO_WORKSPACE_DIR": str(self.root / name / "ws"),

@@ -43,6 +43,7 @@ from tests.integration.celery_fixtures import (
     wait_for,
 )
 from tests.integration.repo_env import DONE, RepoWorld, repo_world
+from tests.support import warm_cli
 from tests.support.model_requests import tool_results
 from tests.support.model_script import text, tool_calls
 from tests.support.model_server import ScriptedModelServer
@@ -141,8 +142,8 @@ def _show(env: dict[str, str], execution_id: str) -> dict[str, Any]:
     run side by side."""
     commands = {"json": [*STUDIO, "executions", "show", execution_id, "--json"],
                 "text": [*STUDIO, "executions", "show", execution_id]}
-    started = {name: subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
-                                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    started = {name: warm_cli.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
                for name, argv in commands.items()}
     out: dict[str, str] = {}
     for name, process in started.items():
@@ -195,8 +196,8 @@ def test_approval_gates_over_http_with_real_workers(
                     ("command_run", _mark(f"{name}.txt"))]), text(json.dumps(DONE)))]
     with ScriptedModelServer(steps) as server:
         env = _env(world, tmp_path, redis_broker, server.url)
-        done = subprocess.run([*STUDIO, "settings", "set", "reaper_interval_s", "1"], env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
+        done = warm_cli.run([*STUDIO, "settings", "set", "reaper_interval_s", "1"], env=env,
+                            capture_output=True, text=True, timeout=120, check=False)
         assert done.returncode == 0, done.stderr
         workers.append(start_worker(env, tmp_path / "worker-a.log", "--concurrency", "1"))
         running: ApiServer | None = None

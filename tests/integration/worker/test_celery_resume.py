@@ -37,6 +37,7 @@ from tests.integration.celery_fixtures import (
     start_worker,
     wait_for,
 )
+from tests.support import warm_cli
 from tests.support.git_http_server import GIT_ENV, git_http_server, seed_bare_repo
 from tests.support.github_api import github_api
 from tests.support.otlp_receiver import OtlpReceiver, otlp_receiver
@@ -117,8 +118,8 @@ def test_a_killed_workers_execution_resumes_on_another_worker_with_one_push_and_
         env_b = _env(tmp_path, "machine-b", db_url, redis_broker, api.api_url,
                      host.base_url, receiver.url)
         for key, value in RUNTIME_SETTINGS.items():
-            done = subprocess.run([*STUDIO, "settings", "set", key, value], env=env_a,
-                                  capture_output=True, text=True, timeout=120, check=False)
+            done = warm_cli.run([*STUDIO, "settings", "set", key, value], env=env_a,
+                                capture_output=True, text=True, timeout=120, check=False)
             assert done.returncode == 0, done.stderr
         settings = _settings(env_a)
         db = open_database(settings)

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -39,6 +38,7 @@ from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import STUDIO, Broker, processes_running, wait_for
 from tests.integration.chaos_world import Chaos, chaos_world, events, executor_processes
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN
+from tests.support import warm_cli
 
 pytestmark = pytest.mark.slow
 
@@ -97,8 +97,8 @@ def _refused(response: Any) -> None:
 
 
 def _cli(chaos: Chaos, *args: str) -> str:
-    done = subprocess.run([*STUDIO, *args], env=chaos.env(), capture_output=True, text=True,
-                          timeout=120, check=False)
+    done = warm_cli.run([*STUDIO, *args], env=chaos.env(), capture_output=True, text=True,
+                        timeout=120, check=False)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import subprocess
 import threading
 from collections import Counter, deque
 from collections.abc import Iterator
@@ -42,6 +41,7 @@ from tests.integration.api.server import ApiServer, api_process
 from tests.integration.celery_fixtures import STUDIO, Broker, start_worker
 from tests.integration.chaos_world import postgres_url
 from tests.integration.repo_env import DONE, TEST_ARGV, TOKEN, RepoWorld, repo_world
+from tests.support import warm_cli
 from tests.support.model_requests import RequestRecord
 from tests.support.model_script import Reply, error, text, tool_calls
 from tests.support.model_server import ScriptedModelServer
@@ -191,15 +191,15 @@ def _dead_lettered_then_re_driven(api: ApiServer, world: RepoWorld, db: Database
     assert len(errors) == MAX_ATTEMPTS and {e["code"] for e in errors} == {"provider_unavailable"}
     assert dead.lease_owner is None and dead.pr_url is None
     assert world.host.pushes_of(dead.branch or "") == []
-    listed = subprocess.run([*STUDIO, "executions", "list", "--status", "dead_lettered",
-                             "--json"], env=env, capture_output=True, text=True, timeout=120,
-                            check=False)
+    listed = warm_cli.run([*STUDIO, "executions", "list", "--status", "dead_lettered",
+                           "--json"], env=env, capture_output=True, text=True, timeout=120,
+                          check=False)
     assert [e["id"] for e in json.loads(listed.stdout)] == [execution_id], listed.stderr
 
     outage.up()
     outage.plan(tool_calls([TESTS]), text(json.dumps(DONE)))
-    retried = subprocess.run([*STUDIO, "executions", "retry", execution_id], env=env,
-                             capture_output=True, text=True, timeout=120, check=False)
+    retried = warm_cli.run([*STUDIO, "executions", "retry", execution_id], env=env,
+                           capture_output=True, text=True, timeout=120, check=False)
     assert retried.returncode == 0, retried.stderr
     assert json.loads(retried.stdout.strip().splitlines()[-1])["operator_actions"][0][
         "action"] == "retry"
