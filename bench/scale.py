@@ -73,6 +73,7 @@ from bench import fork_pages  # noqa: E402
 from bench.concurrency import CpuSampler  # noqa: E402
 from bench.overhead_common import API_KEY, FINAL, TOOL, step_argv  # noqa: E402
 from bench.product_path import pg_database  # noqa: E402
+from bench.scale_timeline import pg_counts, print_timeline  # noqa: E402
 from services.db.executions import ExecutionRepository  # noqa: E402
 from services.db.migrate import upgrade  # noqa: E402
 from services.db.models import NodeExecution  # noqa: E402
@@ -253,6 +254,17 @@ def unfinished(db: Database, ids: list[str]) -> int:
                 NodeExecution.id.in_(ids), NodeExecution.finished_at.is_(None))) or 0)
 
 
+def _pg_counts(args: argparse.Namespace, db_url: str) -> tuple[int, int] | None:
+    """With ``--timeline``: the database's sessions and commits so far."""
+    if not args.timeline:
+        return None
+    db = open_database(studio_settings(database_url=db_url))
+    try:
+        return pg_counts(db)
+    finally:
+        db.dispose()
+
+
 def start_worker(env: dict[str, str], log_path: Path, n: int,
                  cwd: Path | None) -> subprocess.Popen[bytes]:
     with log_path.open("wb") as log:
@@ -293,9 +305,11 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
         cpu = CpuSampler()
         cpu.start()
         sampler.start()
+        counts = _pg_counts(args, db_url)
         own = os.times()
         product = tree_ticks(worker.pid) + cpu_ticks(api.process.pid)  # type: ignore[attr-defined]
         started = time.perf_counter()
+        started_wall = time.time()
         ids = []
         with api.client(api.admin) as client:  # type: ignore[attr-defined]
             for _ in range(n):
@@ -317,6 +331,7 @@ def run_round(n: int, model: str, args: argparse.Namespace, api: object, env: di
             time.sleep(0.2)
         ended = time.perf_counter()
         rows = [repo.get(i) for i in ids]
+        print_timeline(db, ids, started_wall, log_path, counts)  # with --timeline only
         wall = ended - started
         product = tree_ticks(worker.pid) + cpu_ticks(api.process.pid) - product  # type: ignore[attr-defined]
         servers = sum(os.times()[:4]) - sum(own[:4])
@@ -382,6 +397,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-warm-up", action="store_true",
                         help="no unreported N = 1 round first (the API's first request then "
                              "counts in the first round)")
+    parser.add_argument("--profile-out", type=Path, default=None,
+                        help="with --profile: keep the cProfile file there")
+    parser.add_argument("--timeline", action="store_true",
+                        help="print each round's timeline per execution from the rows' and "
+                             "the journal's timestamps (bench/scale_timeline.py)")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     ns = [int(x) for x in args.ns.split(",") if x.strip()]
@@ -514,6 +534,46 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
                 "profile.dump_stats(OUT)\n").replace(
                     "OUT", repr(str(out)))
     _children_cpu_s([*python, "-c", profiled, str(out), create()], env, cwd)
+    # as a forked child runs it: after the fork server's warm-up, in the same process (the
+    # profile then holds no import the fork server has made; RUSAGE_SELF around it alone)
+    warm_out = root / "execute-warm.prof"
+    warm_profiled = ("import cProfile, gc, resource, sys, time\n"
+                     "from services.cli import fork_server\n"
+                     "fork_server.warm_up(); fork_server.load(fork_server.adapters('codex'))\n"
+                     "freeze = getattr(fork_server, 'freeze_heap', None)\n"
+                     "freeze() if freeze else (gc.collect(), gc.freeze())\n"
+                     "import collections, re\n"
+                     "from sqlalchemy import event\n"
+                     "from sqlalchemy.engine import Engine\n"
+                     "said = collections.Counter()\n"
+                     "def count(conn, cursor, statement, *rest):\n"
+                     "    said[re.sub(r'\\s+', ' ', statement)[:90]] += 1\n"
+                     "event.listen(Engine, 'before_cursor_execute', count)\n"
+                     "profile = cProfile.Profile(time.process_time)\n"
+                     "own = resource.getrusage(resource.RUSAGE_SELF)\n"
+                     "kids = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+                     "profile.enable()\n"
+                     "fork_server._run_execute(sys.argv[2])\n"
+                     "profile.disable()\n"
+                     "own2 = resource.getrusage(resource.RUSAGE_SELF)\n"
+                     "kids2 = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+                     "print('warm execute: own CPU %.3f s, its processes %.3f s' % ("
+                     "own2.ru_utime + own2.ru_stime - own.ru_utime - own.ru_stime, "
+                     "kids2.ru_utime + kids2.ru_stime - kids.ru_utime - kids.ru_stime), "
+                     "file=sys.stderr)\n"
+                     "profile.dump_stats(sys.argv[1])\n"
+                     "print('warm execute: %d statements' % sum(said.values()), file=sys.stderr)\n"
+                     "for text, n in said.most_common(25):\n"
+                     "    print('warm execute: %4d  %s' % (n, text), file=sys.stderr)\n")
+    warm_run = subprocess.run([*python, "-c", warm_profiled, str(warm_out), create()], env=env,
+                              cwd=cwd, check=False, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, timeout=600)
+    print("\n".join(line for line in warm_run.stderr.decode(errors="replace").splitlines()
+                    if line.startswith("warm execute")))
+    if args.profile_out is not None and warm_out.exists():
+        import shutil
+
+        shutil.copyfile(warm_out, args.profile_out.with_suffix(".warm.prof"))
     stats = pstats.Stats(str(out))
     cumulative = {}
     for (path, _, function), (_, _, _, cum, _) in stats.stats.items():  # type: ignore[attr-defined]
@@ -529,6 +589,11 @@ def profile_one(args: argparse.Namespace, api: object, env: dict[str, str], repo
           "the sandbox's processes are in the total above, not here):")
     for label, _, _ in PHASES:
         print(f"  {label:<44} {cumulative.get(label, float('nan')) * 1000:7.0f} ms")
+    if args.profile_out is not None:
+        import shutil
+
+        shutil.copyfile(out, args.profile_out)
+        print(f"  the profile: {args.profile_out}")
 
 
 def compare(rounds: list[Round]) -> None:

@@ -135,8 +135,19 @@ def warm_for(request: dict[str, object]) -> None:
         print(f"fork server: importing {', '.join(missing)} started a thread; refusing to "
               "serve", file=sys.stderr)
         raise Refused(missing[0])
+    freeze_heap()
+
+
+def freeze_heap() -> None:
+    """Keep what this server holds out of its children's garbage collections (a collection
+    writes into every object it visits, which would copy each page of it into each child), and
+    say so to the loop (:func:`services.runs.loop.startup_heap_frozen`): a child's first loop
+    then freezes its own setup without counting the frozen objects first."""
+    from services.runs.loop import startup_heap_frozen
+
     gc.collect()
     gc.freeze()
+    startup_heap_frozen()
 
 
 def serve(control: socket.socket) -> None:
@@ -323,10 +334,8 @@ def main(argv: list[str]) -> None:
     if threading.active_count() != 1:  # an import started a thread: it would not survive a fork
         print("fork server: an import started a thread; refusing to serve", file=sys.stderr)
         sys.exit(1)
-    # what the imports made stays out of the children's garbage collections: a collection
-    # writes into every object it visits, which would copy each page of it into each child
-    gc.collect()
-    gc.freeze()
+    # what the imports made stays out of the children's garbage collections
+    freeze_heap()
     control.send(b"ready")
     serve(control)
 
