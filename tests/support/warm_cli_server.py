@@ -54,9 +54,10 @@ import threading
 import traceback
 import types
 import warnings
-from pathlib import Path
 from types import TracebackType
 from typing import Any
+
+from services.cli.fork_child import close_all_but, read_exactly, retitle
 
 # What the ``studio`` commands the suite runs import: the entry point and every command module,
 # the ORM and its models, the API server (FastAPI, uvicorn), the worker (Celery), the engine and
@@ -114,9 +115,6 @@ FORKABLE_MODULES = ("services.cli", "tests.support.warm_cli_probe")
 RUNPY_FILE = runpy._run_code.__code__.co_filename  # type: ignore[attr-defined]
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
-PR_SET_MM = 35
-PR_SET_MM_ARG_END = 9
-ARG_START = 45  # arg_start, arg_end: fields 48 and 49 of /proc/<pid>/stat, 45 and 46 after ")"
 MAX_REQUEST = 16 << 20
 REQUEST_FDS = 4  # the request socket, stdin, stdout, stderr
 
@@ -321,62 +319,24 @@ def _become(channel: socket.socket, stdio: list[int]) -> dict[str, Any]:
     if cwd:
         os.chdir(cwd)
     argv = [str(part) for part in request["argv"]]
-    _retitle(argv)
+    retitle(argv, trim=True)
     if os.isatty(1):  # as a fresh interpreter's stdout on a terminal
         sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     channel.sendall(json.dumps({"started": True}).encode() + b"\n")
     channel.close()
-    _close_all_but((0, 1, 2))
+    close_all_but((0, 1, 2))
     return request
 
 
 def _read_request(channel: socket.socket) -> dict[str, Any]:
     channel.settimeout(60.0)
-    header = _read_exactly(channel, LENGTH.size)
+    header = read_exactly(channel, LENGTH.size, "the client closed the request")
     (size,) = LENGTH.unpack(header)
     if size > MAX_REQUEST:
         raise ValueError("request too large")
-    request: dict[str, Any] = json.loads(_read_exactly(channel, size))
+    closed = "the client closed the request"
+    request: dict[str, Any] = json.loads(read_exactly(channel, size, closed))
     return request
-
-
-def _read_exactly(channel: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = channel.recv(size - len(data))
-        if not chunk:
-            raise EOFError("the client closed the request")
-        data.extend(chunk)
-    return bytes(data)
-
-
-def _close_all_but(keep: tuple[int, ...]) -> None:
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd not in keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
-
-
-def _retitle(argv: list[str]) -> None:
-    """Write ``argv`` over this process's command line (``/proc/self/cmdline``), in the room this
-    server's last argument left, and end it there when the kernel lets us (``PR_SET_MM``);
-    nothing when it does not fit (the client never sends such a request)."""
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        start, end = int(fields[ARG_START]), int(fields[ARG_START + 1])
-        title = b"\0".join(part.encode() for part in argv) + b"\0"
-        if len(title) > end - start:
-            return
-        with open("/proc/self/mem", "r+b", buffering=0) as memory:
-            memory.seek(start)
-            memory.write(title.ljust(end - start, b"\0"))
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(ctypes.c_int(PR_SET_MM), ctypes.c_ulong(PR_SET_MM_ARG_END),
-                   ctypes.c_ulong(start + len(title)), ctypes.c_ulong(0), ctypes.c_ulong(0))
-    except (OSError, ValueError, IndexError):
-        pass
 
 
 def forget_environment() -> None:

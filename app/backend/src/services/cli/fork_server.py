@@ -36,7 +36,8 @@ import struct
 import sys
 import threading
 import traceback
-from pathlib import Path
+
+from services.cli.fork_child import close_all_but, read_exactly, retitle
 
 # Everything ``studio execute`` imports on its way whatever its provider (the CLI, the durable
 # path, the database layer; its drivers: :func:`warm_up`): imported once here, not per execution.
@@ -71,7 +72,6 @@ WARM_MODULES: tuple[str, ...] = (
 MCP_MODULE = "services.execution.mcp.bridge"  # the MCP client (services.runs.loop imports it)
 LENGTH = struct.Struct("!I")
 PR_SET_PDEATHSIG = 1
-ARG_START = 45  # arg_start, arg_end: fields 48 and 49 of /proc/<pid>/stat, 45 and 46 after ")"
 MAX_ENVIRONMENT = 1 << 20
 
 
@@ -246,7 +246,7 @@ def _child(channel: socket.socket, execution_id: str, server_pid: int) -> int:
     for number in (signal.SIGCHLD, signal.SIGINT):
         signal.signal(number, signal.default_int_handler if number == signal.SIGINT
                       else signal.SIG_DFL)
-    _close_all_but(channel.fileno())
+    close_all_but((0, 1, 2, channel.fileno()))
     environment = _read_environment(channel)
     channel.close()
     null = os.open(os.devnull, os.O_RDONLY)
@@ -255,57 +255,22 @@ def _child(channel: socket.socket, execution_id: str, server_pid: int) -> int:
     os.dup2(2, 1)  # diagnostics to the worker's stderr, as for an exec'ed child
     os.environ.clear()
     os.environ.update(environment)
-    _retitle([sys.executable, "-m", "services.cli", "execute", execution_id])
+    retitle([sys.executable, "-m", "services.cli", "execute", execution_id])
     return _run_execute(execution_id)
-
-
-def _close_all_but(keep: int) -> None:
-    for name in os.listdir("/proc/self/fd"):
-        fd = int(name)
-        if fd > 2 and fd != keep:
-            with contextlib.suppress(OSError):
-                os.close(fd)
 
 
 def _read_environment(channel: socket.socket) -> dict[str, str]:
     channel.settimeout(30.0)
-    header = _read_exactly(channel, LENGTH.size)
+    header = read_exactly(channel, LENGTH.size, "the slot closed the channel")
     (size,) = LENGTH.unpack(header)
     if size > MAX_ENVIRONMENT:
         raise ValueError("environment too large")
-    data = json.loads(_read_exactly(channel, size))
+    data = json.loads(read_exactly(channel, size, "the slot closed the channel"))
     environment = data["env"]
     if not isinstance(environment, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in environment.items()):
         raise ValueError("malformed environment")
     return environment
-
-
-def _read_exactly(channel: socket.socket, size: int) -> bytes:
-    data = bytearray()
-    while len(data) < size:
-        chunk = channel.recv(size - len(data))
-        if not chunk:
-            raise EOFError("the slot closed the channel")
-        data.extend(chunk)
-    return bytes(data)
-
-
-def _retitle(argv: list[str]) -> None:
-    """Write ``argv`` over this process's command line (``/proc/self/cmdline``), in the room the
-    server's last argument left; nothing when the kernel does not allow it."""
-    try:
-        stat = Path("/proc/self/stat").read_text()
-        fields = stat[stat.rindex(")") + 2:].split()
-        start, end = int(fields[ARG_START]), int(fields[ARG_START + 1])
-        title = b"\0".join(part.encode() for part in argv) + b"\0"
-        if len(title) > end - start:
-            return
-        with open("/proc/self/mem", "r+b", buffering=0) as memory:
-            memory.seek(start)
-            memory.write(title.ljust(end - start, b"\0"))
-    except (OSError, ValueError, IndexError):
-        pass
 
 
 def _run_execute(execution_id: str) -> int:
