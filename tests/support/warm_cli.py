@@ -44,7 +44,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,6 +79,22 @@ _cpu_lock = threading.Lock()
 
 def enabled() -> bool:
     return os.environ.get(SWITCH, "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+@contextlib.contextmanager
+def disabled() -> Iterator[None]:
+    """Fresh interpreters for every command started inside (``STUDIO_TEST_WARM_CLI=0`` for the
+    while): the browser page modules use it for their ``studio api`` and worker, see
+    docs/sphinx/testing.rst, "The warm CLI launcher"."""
+    before = os.environ.get(SWITCH)
+    os.environ[SWITCH] = "0"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(SWITCH, None)
+        else:
+            os.environ[SWITCH] = before
 
 
 def children_cpu() -> float:
