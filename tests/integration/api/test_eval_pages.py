@@ -17,6 +17,7 @@ from services.db.session import Database, create_db_engine
 from tests.integration.api.browser import (
     HOSTILE,
     chromium,
+    fresh_processes,  # noqa: F401 - autouse: exec'ed fresh
     login,
     nothing_injected_ran,
     screenshot,
@@ -25,20 +26,10 @@ from tests.integration.api.browser import (
     wait,
 )
 from tests.integration.api.server import ApiServer
-from tests.support import warm_cli
 
 RUN_ID = "eval-page-run"
 CELL = f"codex/{HOSTILE}/-"
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fresh_processes() -> Iterator[None]:
-    """This module's ``studio api`` and worker are exec'ed fresh, not forked by the warm CLI
-    launcher: with it, a page here twice missed a final state under load and once in a quiet
-    CI run, cause not found (docs/sphinx/testing.rst, "The warm CLI launcher")."""
-    with warm_cli.disabled():
-        yield
 
 @pytest.fixture(scope="module")
 def seeded(api: ApiServer) -> ApiServer:

@@ -26,6 +26,7 @@ from selenium.webdriver.support.ui import Select
 from tests.integration.api.browser import (
     HOSTILE,
     chromium,
+    fresh_processes,  # noqa: F401 - autouse: exec'ed fresh
     go,
     login,
     nothing_injected_ran,
@@ -43,15 +44,6 @@ from tests.support.redaction import settings_redactor
 
 FAILING_TEST = "echo 'FAILED test_widgets: expected 3, got 2'; echo 'AssertionError' >&2; exit 1"
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fresh_processes() -> Iterator[None]:
-    """This module's ``studio api`` and worker are exec'ed fresh, not forked by the warm CLI
-    launcher: with it, a page here twice missed a final state under load and once in a quiet
-    CI run, cause not found (docs/sphinx/testing.rst, "The warm CLI launcher")."""
-    with warm_cli.disabled():
-        yield
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory, pg_admin: str) -> Iterator[ApiServer]:

@@ -22,6 +22,7 @@ from selenium.webdriver.remote.webdriver import WebDriver
 from tests.integration.api.browser import (
     HOSTILE,
     chromium,
+    fresh_processes,  # noqa: F401 - autouse: exec'ed fresh
     go,
     login,
     nothing_injected_ran,
@@ -39,15 +40,6 @@ from tests.support import warm_cli
 
 UNKNOWN = "0b3e4a57-8c1d-4e0f-9a2b-3c4d5e6f7a8b"
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fresh_processes() -> Iterator[None]:
-    """This module's ``studio api`` and worker are exec'ed fresh, not forked by the warm CLI
-    launcher: with it, a page here twice missed a final state under load and once in a quiet
-    CI run, cause not found (docs/sphinx/testing.rst, "The warm CLI launcher")."""
-    with warm_cli.disabled():
-        yield
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory, pg_admin: str) -> Iterator[ApiServer]:

@@ -11,21 +11,20 @@ from pathlib import Path
 import pytest
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from tests.integration.api.browser import HOSTILE, chromium, login, nothing_injected_ran, text, wait
+from tests.integration.api.browser import (
+    HOSTILE,
+    chromium,
+    fresh_processes,  # noqa: F401 - autouse: exec'ed fresh
+    login,
+    nothing_injected_ran,
+    text,
+    wait,
+)
 from tests.integration.api.server import REPO, ApiServer, running_api
 from tests.support import warm_cli, webhooks
 
 SECRET = "whsec-page-test"
 
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _fresh_processes() -> Iterator[None]:
-    """This module's ``studio api`` and worker are exec'ed fresh, not forked by the warm CLI
-    launcher: with it, a page here twice missed a final state under load and once in a quiet
-    CI run, cause not found (docs/sphinx/testing.rst, "The warm CLI launcher")."""
-    with warm_cli.disabled():
-        yield
 
 @pytest.fixture(scope="module")
 def studio(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ApiServer]:
